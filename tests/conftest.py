@@ -1,0 +1,82 @@
+"""Fixtures: every database test runs on a real PostgreSQL and on SQLite.
+
+PostgreSQL is a throwaway server started once per session (see `tests.postgres_server`), unless
+`STORYSHELF_TEST_DATABASE_URL` names one. Without PostgreSQL the PostgreSQL cases are skipped
+on a developer's machine; with `CI=true` they fail instead, so CI can never go green without it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, text
+
+from supervisor.db import connect
+from supervisor.migrate import upgrade
+from supervisor.tables import metadata
+from tests.postgres_server import PostgresNotFound, TemporaryPostgres
+
+URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[TemporaryPostgres | None]:
+    """The session's own server; None when `STORYSHELF_TEST_DATABASE_URL` names another."""
+    if os.environ.get(URL_VARIABLE):
+        yield None
+        return
+    try:
+        server = TemporaryPostgres().start()
+    except PostgresNotFound as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI: {error}")
+        pytest.skip(str(error))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: TemporaryPostgres | None) -> Iterator[str]:
+    """A migrated PostgreSQL database for the session."""
+    url = os.environ.get(URL_VARIABLE) or (postgres_server.url if postgres_server else "")
+    engine = connect(url)
+    upgrade(engine)
+    engine.dispose()
+    yield url
+
+
+def _truncate_all(engine: Engine) -> None:
+    names = ", ".join(table.name for table in metadata.sorted_tables)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty database: once on PostgreSQL, once on a SQLite file."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'storyshelf.db'}"
+        engine = connect(url)
+        upgrade(engine)
+        engine.dispose()
+        yield url
+        return
+    url = request.getfixturevalue("postgres_url")
+    engine = connect(url)
+    _truncate_all(engine)
+    engine.dispose()
+    yield url
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = connect(database_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
