@@ -11,17 +11,22 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
    palette expanded, opaque alpha added), so pixelmatch sees the same bytes;
 4. exact pixel gate: which pixels differ at all, and their bounding box;
 5. inside that box only, the colour metric, vectorised as libvips band arithmetic;
-6. on the pixels that fail it only, pixelmatch's anti-aliasing detector (Vysniauskas 2009),
-   after a vectorised pre-pass that settles every pixel with 3+ identical neighbours.
+6. pixelmatch's anti-aliasing detector (Vysniauskas 2009), also vectorised over the box, and
+   applied to the pixels that fail the colour test;
+7. optionally (on by default) a finer ``flat_threshold`` where both images are flat.
 
 Images of different sizes are ``changed``: the overlap is compared and the rest of the union
 box ``max(w) x max(h)`` counts as differing.
 
-Defaults: ``metric="oklab"``, ``threshold=0.05``. A one-step colour-token change such as
-Tailwind's ``#2563eb`` -> ``#1d4ed8`` is a HyAB distance of 0.072 and a YIQ threshold
-equivalent of 0.068, so pixelmatch's 0.1 misses it in both metrics; 0.05 in OKLab catches it
-while staying above the distance of sub-pixel rendering jitter, and the anti-aliasing detector
-(on by default, as in pixelmatch) drops edge pixels that only moved their ramp.
+Defaults: ``metric="oklab"``, ``threshold=0.1`` (pixelmatch 8's), ``flat_threshold=0.05``.
+A one-step colour-token change such as Tailwind's ``#2563eb`` -> ``#1d4ed8`` is a HyAB
+distance of 0.072 and a YIQ threshold equivalent of 0.068, so pixelmatch's 0.1 misses it in
+both metrics. Lowering the threshold everywhere does not work: re-rasterised text edges (a
+different text gamma) then leave dozens of counted pixels at any threshold below 0.072,
+because the detector cannot recognise every edge pixel. So the finer threshold applies only
+to pixels with 3+ identical neighbours in both images, which pixelmatch's own detector rules
+out as anti-aliasing: a recoloured button face is caught, edge noise is not. With
+``flat_threshold=None`` the counts are pixelmatch's exactly.
 
 libvips operations run only inside functions: the fork server imports this module but must
 never start a libvips operation in the parent.
@@ -29,10 +34,9 @@ never start a libvips operation in the parent.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -40,6 +44,8 @@ from typing import Literal
 import pyvips
 
 Metric = Literal["yiq", "oklab"]
+# A colour test over a box: threshold -> 255 where a pixel's colour distance exceeds it.
+ColourTest = Callable[[float], pyvips.Image]
 
 # 35215 is the maximum possible value of the YIQ difference (pixelmatch 7, index.js).
 YIQ_MAX_DELTA = 35215
@@ -57,7 +63,8 @@ class DiffOptions:
     """How two screenshots are compared; the defaults are explained in the module docstring."""
 
     metric: Metric = "oklab"
-    threshold: float = 0.05
+    threshold: float = 0.1
+    flat_threshold: float | None = 0.05  # finer threshold where both images are flat; None: off
     count_aa: bool = False  # pixelmatch's includeAA: count anti-aliased pixels as differing
     budget_pixels: int = 0  # "changed" needs diff_pixels above this ...
     budget_ratio: float = 0.0  # ... and above this share of the union box
@@ -213,21 +220,30 @@ def _changed_box(a: pyvips.Image, b: pyvips.Image) -> _Box | None:
 def _counted_mask(
     a: pyvips.Image, b: pyvips.Image, box: _Box, overlap: _Box, options: DiffOptions
 ) -> pyvips.Image:
-    """255 where a pixel of ``box`` counts as differing: fails the colour test and, unless
-    ``count_aa``, is not anti-aliasing in either image (pixelmatch's main loop)."""
+    """255 where a pixel of ``box`` counts as differing: it fails the colour test and, unless
+    ``count_aa``, is not anti-aliasing in either image (pixelmatch's main loop); or it fails
+    ``flat_threshold`` where both images are flat (3+ identical neighbours), which pixelmatch's
+    detector itself rules out as anti-aliasing."""
     a_box = a.crop(box.left, box.top, box.width, box.height)
     b_box = b.crop(box.left, box.top, box.width, box.height)
-    if options.metric == "yiq":
-        fails = _yiq_fails(a_box, b_box, box, overlap.width, options.threshold)
-    else:
-        fails = _oklab_fails(a_box, b_box, box, overlap.width, options.threshold)
-    if options.count_aa:
-        return fails
-    return _drop_antialiased(a, b, fails, box, overlap, options.metric)
+    test = _yiq_test if options.metric == "yiq" else _oklab_test
+    fails = test(a_box, b_box, box, overlap.width)
+    counted = fails(options.threshold)
+    if options.count_aa and options.flat_threshold is None:
+        return counted
+    around = _Around(a, b, box, overlap, options.metric)
+    flat = around.flat()
+    if not options.count_aa:
+        counted = around.drop_antialiased(counted)
+    if options.flat_threshold is not None:
+        counted = counted | (fails(options.flat_threshold) & flat)
+    return counted.copy_memory()  # read twice, to count and to draw: computed once
 
 
 def _count(mask: pyvips.Image) -> int:
-    return round(mask.avg() * mask.width * mask.height / 255)
+    """Pixels set in a 0/255 mask, from its mean: one pass, no copy."""
+    area = int(mask.width) * int(mask.height)
+    return round(float(mask.avg()) * area / 255)
 
 
 # --- colour metrics, vectorised over the box -----------------------------------------------
@@ -255,26 +271,27 @@ def _pixel_index(box: _Box, width: int) -> pyvips.Image:
     return (xy.extract_band(1) + box.top) * width + (xy.extract_band(0) + box.left)
 
 
-def _yiq_fails(
-    a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int, threshold: float
-) -> pyvips.Image:
+def _yiq_test(a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int) -> ColourTest:
     """pixelmatch 7 ``colorDelta``: squared YIQ distance (Kotsarenko and Ramos 2009) above
-    ``35215 * threshold**2``. Semi-transparent pixels blend over its fixed pattern:
-    R 48, G and B 48 or 207 from ``floor(4i / phi) % 2`` and ``floor(4i / phi**2) % 2``."""
-    background = None
-    if not _is_opaque(a_box, b_box):
-        k = _pixel_index(box, width) * 4
-        green = 48 + 159 * ((k / 1.618033988749895).floor() % 2)
-        blue = 48 + 159 * ((k / 2.618033988749895).floor() % 2)
-        background = green.new_from_image(48).bandjoin([green, blue])
+    ``35215 * threshold**2``; semi-transparent pixels blend over its fixed pattern."""
+    background = None if _is_opaque(a_box, b_box) else _yiq_background(box, width)
     rgb1, _ = _blended(a_box, background)
     rgb2, _ = _blended(b_box, background)
     d = rgb1 - rgb2
     y = d.recomb([list(LUMA)])
     i = d.recomb([[0.59597799, -0.27417610, -0.32180189]])
     q = d.recomb([[0.21147017, -0.52261711, 0.31114694]])
-    delta = 0.5053 * y * y + 0.299 * i * i + 0.1957 * q * q
-    return delta > YIQ_MAX_DELTA * threshold * threshold
+    delta = (0.5053 * y * y + 0.299 * i * i + 0.1957 * q * q).copy_memory()
+    return lambda threshold: delta > YIQ_MAX_DELTA * threshold * threshold
+
+
+def _yiq_background(box: _Box, width: int) -> pyvips.Image:
+    """pixelmatch 7's pattern at byte offset ``k = 4i``: R 48 (``k % 2`` is always 0), G and B
+    48 or 207 from ``floor(k / phi) % 2`` and ``floor(k / phi**2) % 2``."""
+    k = _pixel_index(box, width) * 4
+    green = 48 + 159 * ((k / 1.618033988749895).floor() % 2)
+    blue = 48 + 159 * ((k / 2.618033988749895).floor() % 2)
+    return green.new_from_image(48).bandjoin([green, blue])
 
 
 def _srgb_to_linear(value: float) -> float:
@@ -333,191 +350,163 @@ def _checkerboard(box: _Box, width: int) -> pyvips.Image:
     return (48 + 159 * red).bandjoin([48 + 159 * green, 48 + 159 * blue])
 
 
-def _oklab_fails(
-    a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int, threshold: float
-) -> pyvips.Image:
+def _oklab_test(a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int) -> ColourTest:
     """pixelmatch 8 ``colorDelta``: HyAB distance ``|dLr| + sqrt(da**2 + db**2)`` (Abasi et
     al. 2019) in OKLab above ``threshold`` (1 is black against white)."""
     background = None if _is_opaque(a_box, b_box) else _checkerboard(box, width)
     lms1, toe1 = _oklab(_blended(a_box, background)[0])
     lms2, toe2 = _oklab(_blended(b_box, background)[0])
     chroma = (lms1 - lms2).recomb(OKLAB_AB)
-    ab2 = chroma.extract_band(0) ** 2 + chroma.extract_band(1) ** 2
-    rest = threshold - (toe1 - toe2).abs()
-    return (rest < 0) | (ab2 > rest * rest)
+    # Both terms are kept so that two thresholds cost one conversion.
+    terms = (toe1 - toe2).abs().bandjoin(chroma.extract_band(0) ** 2 + chroma.extract_band(1) ** 2)
+    terms = terms.copy_memory()
+
+    def fails(threshold: float) -> pyvips.Image:
+        rest = threshold - terms.extract_band(0)
+        return (rest < 0) | (terms.extract_band(1) > rest * rest)
+
+    return fails
+
+
+def _luma(image: pyvips.Image) -> pyvips.Image:
+    return image.extract_band(0, n=3).cast("double").recomb([list(LUMA)]).copy_memory()
 
 
 # --- anti-aliasing, on the pixels that fail the colour test only ---------------------------
 
 
-def _drop_antialiased(
-    a: pyvips.Image,
-    b: pyvips.Image,
-    fails: pyvips.Image,
-    box: _Box,
-    overlap: _Box,
-    metric: Metric,
-) -> pyvips.Image:
-    """Keep the failing pixels that are not anti-aliasing in either image.
-
-    A pixel with 3+ identical neighbours in both images cannot be anti-aliased (pixelmatch's
-    ``antialiased`` returns early on 3 equal siblings), so libvips settles those over the
-    whole box at once; the rest go through the exact per-pixel detector below, reading a
-    memory copy of the box grown by the detector's reach of 2 pixels.
-    """
-    region = _Box(
-        max(box.left - 2, 0),
-        max(box.top - 2, 0),
-        min(box.left + box.width + 2, overlap.width) - max(box.left - 2, 0),
-        min(box.top + box.height + 2, overlap.height) - max(box.top - 2, 0),
-    )
-    around = _Around(
-        region,
-        overlap,
-        a.crop(region.left, region.top, region.width, region.height).write_to_memory(),
-        b.crop(region.left, region.top, region.width, region.height).write_to_memory(),
-        metric,
-    )
-    settled = _many_siblings(around.pixels_a, box, around) & _many_siblings(
-        around.pixels_b, box, around
-    )
-    counted = bytearray((fails & settled).write_to_memory())
-    doubtful = (fails & (settled == 0)).write_to_memory()
-    for match in re.finditer(rb"[^\x00]", doubtful):
-        x = box.left + match.start() % box.width
-        y = box.top + match.start() // box.width
-        if not (around.antialiased(around.pixels_a, x, y) or around.antialiased(around.pixels_b, x, y)):
-            counted[match.start()] = 255
-    return pyvips.Image.new_from_memory(counted, box.width, box.height, 1, "uchar")
-
-
-def _many_siblings(pixels: bytes, box: _Box, around: _Around) -> pyvips.Image:
-    """255 where a box pixel has 3+ neighbours of identical RGBA (pixelmatch's
-    ``hasManySiblings``), as 32-bit words compared 8 times over the box. Pixels on the image
-    border stay 0 and are left to the exact detector, which counts the border itself."""
-    region, overlap = around.region, around.overlap
-    words = pyvips.Image.new_from_memory(pixels, region.width, region.height, 1, "uint")
-    left, top = max(box.left, 1), max(box.top, 1)
-    width = min(box.left + box.width, overlap.width - 1) - left
-    height = min(box.top + box.height, overlap.height - 1) - top
-    if width <= 0 or height <= 0:
-        return pyvips.Image.black(box.width, box.height)
-    x, y = left - region.left, top - region.top
-    centre = words.crop(x, y, width, height)
-    equal = [
-        centre == words.crop(x + dx, y + dy, width, height)
-        for dx in (-1, 0, 1)
-        for dy in (-1, 0, 1)
-        if dx or dy
-    ]
-    many = pyvips.Image.sum(equal) > 2 * 255
-    return many.embed(left - box.left, top - box.top, box.width, box.height)
+# The 8 neighbours in pixelmatch's scan order (columns outside), so that ties between equally
+# dark or bright neighbours resolve to the same one.
+NEIGHBOURS = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
 
 
 class _Around:
-    """RGBA bytes of both images around the box, with pixelmatch's anti-aliasing detector
-    ("Anti-aliased Pixel and Intensity Slope Detector", V. Vysniauskas, 2009)."""
+    """Both images around the box, padded so that every neighbour lookup is a crop, with
+    pixelmatch's anti-aliasing detector ("Anti-aliased Pixel and Intensity Slope Detector",
+    V. Vysniauskas, 2009) evaluated for all box pixels at once as libvips images.
+
+    Pixelmatch skips neighbours outside the image and counts the image border as one equal
+    sibling; here the padding carries a validity band that does the same.
+    """
+
+    PAD = 2  # the detector reads neighbours of neighbours
 
     def __init__(
-        self, region: _Box, overlap: _Box, pixels_a: bytes, pixels_b: bytes, metric: Metric
+        self, a: pyvips.Image, b: pyvips.Image, box: _Box, overlap: _Box, metric: Metric
     ) -> None:
-        self.region = region
+        self.box = box
         self.overlap = overlap
-        self.pixels_a = pixels_a
-        self.pixels_b = pixels_b
-        self.words_a = memoryview(pixels_a).cast("I")
-        self.words_b = memoryview(pixels_b).cast("I")
-        self.brightness = _brightness_yiq if metric == "yiq" else _brightness_oklab
+        self.metric = metric
+        pad = self.PAD
+        left, top = max(box.left - pad, 0), max(box.top - pad, 0)
+        right = min(box.left + box.width + pad, overlap.width)
+        bottom = min(box.top + box.height + pad, overlap.height)
+        self.origin = (left - pad, top - pad)  # overlap coordinates of the padded images' 0, 0
+        width, height = right - left + 2 * pad, bottom - top + 2 * pad
 
-    def antialiased(self, pixels: bytes, x1: int, y1: int) -> bool:
-        """pixelmatch ``antialiased``: the pixel sits on an intensity ramp between a darkest
-        and a brightest neighbour, one of which has 3+ equal siblings in both images."""
-        region, overlap = self.region, self.overlap
-        x0, y0 = max(x1 - 1, 0), max(y1 - 1, 0)
-        x2, y2 = min(x1 + 1, overlap.width - 1), min(y1 + 1, overlap.height - 1)
-        centre = ((y1 - region.top) * region.width + x1 - region.left) * 4
-        index = (y1 * overlap.width + x1) * 4  # pixelmatch's byte offset, for its backgrounds
-        zeroes = 1 if x1 in (x0, x2) or y1 in (y0, y2) else 0
-        low = high = 0.0
-        low_at = high_at = (0, 0)
-        for x in range(x0, x2 + 1):  # columns outside, as pixelmatch, so ties resolve alike
-            for y in range(y0, y2 + 1):
-                if x == x1 and y == y1:
-                    continue
-                other = ((y - region.top) * region.width + x - region.left) * 4
-                delta = self.brightness(pixels, centre, other, index)
-                if delta == 0:
-                    zeroes += 1
-                    if zeroes > 2:  # 3+ equal siblings: definitely not anti-aliasing
-                        return False
-                elif delta < low:
-                    low, low_at = delta, (x, y)
-                elif delta > high:
-                    high, high_at = delta, (x, y)
-        if low == 0 or high == 0:  # not between a darker and a brighter neighbour
-            return False
-        return (self.has_many_siblings(self.words_a, *low_at) and self.has_many_siblings(self.words_b, *low_at)) or (
-            self.has_many_siblings(self.words_a, *high_at)
-            and self.has_many_siblings(self.words_b, *high_at)
+        regions = [image.crop(left, top, right - left, bottom - top) for image in (a, b)]
+        self.a, self.b = (region.embed(pad, pad, width, height) for region in regions)
+        # Opaque regions (most screenshots) take luma once per pixel instead of per pair.
+        opaque = all(region.extract_band(3).min() == 255 for region in regions)
+        self.luma = {"a": _luma(self.a), "b": _luma(self.b)} if opaque else {}
+        inside = pyvips.Image.black(right - left, bottom - top) + 255
+        self.valid = inside.cast("uchar").embed(pad, pad, width, height)
+        # What semi-transparent pixels are blended over for brightness, per centre pixel.
+        if metric == "yiq":
+            self.background = _yiq_background(box, overlap.width)
+        else:
+            self.background = pyvips.Image.black(box.width, box.height, bands=3) + 255
+
+    def at(self, image: pyvips.Image, area: _Box, dx: int = 0, dy: int = 0) -> pyvips.Image:
+        """``image`` over ``area`` (overlap coordinates) shifted by one neighbour step."""
+        x, y = area.left - self.origin[0] + dx, area.top - self.origin[1] + dy
+        return image.crop(x, y, area.width, area.height)
+
+    def words(self, image: pyvips.Image) -> pyvips.Image:
+        """RGBA as one 32-bit word per pixel, so that equality is one comparison."""
+        return image.copy(format="uint", bands=1)
+
+    def on_border(self, area: _Box) -> pyvips.Image:
+        """255 on the image border, where pixelmatch starts counting equal siblings at 1."""
+        valid = [self.at(self.valid, area, dx, dy) for dx, dy in NEIGHBOURS]
+        return pyvips.Image.sum(valid) < 8 * 255
+
+    def many_siblings(self, image: pyvips.Image, area: _Box) -> pyvips.Image:
+        """pixelmatch ``hasManySiblings``: 255 where a pixel has 3+ neighbours of identical
+        RGBA, the border counting as one."""
+        words = self.words(image)
+        centre = self.at(words, area)
+        equal = [
+            (centre == self.at(words, area, dx, dy)) & self.at(self.valid, area, dx, dy)
+            for dx, dy in NEIGHBOURS
+        ]
+        return pyvips.Image.sum([*equal, self.on_border(area)]) > 2 * 255
+
+    def flat(self) -> pyvips.Image:
+        """255 where a box pixel has 3+ identical neighbours in both images: it cannot be
+        anti-aliased, since ``antialiased`` returns early on 3 equal siblings."""
+        return self.many_siblings(self.a, self.box) & self.many_siblings(self.b, self.box)
+
+    def brightness(self, side: Literal["a", "b"], dx: int, dy: int) -> pyvips.Image:
+        """Luma difference between each box pixel and one neighbour, 0 outside the image.
+
+        yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
+        pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over
+        white; when luma cancels out but alpha differs, half the alpha difference.
+        Pixels equal in RGBA give exactly 0 in both formulas, as pixelmatch's early return;
+        opaque pixels take the difference of lumas, which is the same sum regrouped.
+        """
+        image = self.a if side == "a" else self.b
+        luma = self.luma.get(side)
+        if luma is not None:
+            d = self.at(luma, self.box) - self.at(luma, self.box, dx, dy)
+            return self.at(self.valid, self.box, dx, dy).ifthenelse(d, 0)
+        centre = self.at(image, self.box).cast("double")
+        other = self.at(image, self.box, dx, dy).cast("double")
+        a1, a2 = centre.extract_band(3), other.extract_band(3)
+        rgb1, rgb2 = centre.extract_band(0, n=3), other.extract_band(0, n=3)
+        d = ((rgb1 * a1 - rgb2 * a2 - self.background * (a1 - a2)) / 255).recomb([list(LUMA)])
+        if self.metric == "oklab":
+            d = ((d == 0) & (a1 != a2)).ifthenelse((a1 - a2) / 2, d)
+        return self.at(self.valid, self.box, dx, dy).ifthenelse(d, 0)
+
+    def antialiased(self, side: Literal["a", "b"], both_many: pyvips.Image) -> pyvips.Image:
+        """pixelmatch ``antialiased``: 255 where the pixel sits on an intensity ramp between
+        a darkest and a brightest neighbour, one of which has 3+ equal siblings in both
+        images (``both_many``, over the box grown by 1)."""
+        deltas = [self.brightness(side, dx, dy) for dx, dy in NEIGHBOURS]
+        zeroes = pyvips.Image.sum(
+            [
+                (d == 0) & self.at(self.valid, self.box, dx, dy)
+                for d, (dx, dy) in zip(deltas, NEIGHBOURS, strict=True)
+            ]
+            + [self.on_border(self.box)]
+        )
+        darkest, brightest = deltas[0], deltas[0]
+        for delta in deltas[1:]:
+            darkest, brightest = darkest.minpair(delta), brightest.maxpair(delta)
+        # Materialised: each is compared with all 8 deltas below, and libvips would
+        # otherwise recompute the whole chain for every comparison.
+        darkest, brightest = darkest.copy_memory(), brightest.copy_memory()
+        settled_dark = settled_bright = pyvips.Image.black(self.box.width, self.box.height)
+        for delta, (dx, dy) in reversed(
+            list(zip(deltas, NEIGHBOURS, strict=True))
+        ):  # first one wins
+            many = both_many.crop(1 + dx, 1 + dy, self.box.width, self.box.height)
+            settled_dark = (delta == darkest).ifthenelse(many, settled_dark)
+            settled_bright = (delta == brightest).ifthenelse(many, settled_bright)
+        return (
+            (zeroes <= 2 * 255) & (darkest < 0) & (brightest > 0) & (settled_dark | settled_bright)
         )
 
-    def has_many_siblings(self, words: memoryview, x1: int, y1: int) -> bool:
-        """pixelmatch ``hasManySiblings``: 3+ neighbours of identical RGBA; the image border
-        counts as one."""
-        region, overlap = self.region, self.overlap
-        x0, y0 = max(x1 - 1, 0), max(y1 - 1, 0)
-        x2, y2 = min(x1 + 1, overlap.width - 1), min(y1 + 1, overlap.height - 1)
-        value = words[(y1 - region.top) * region.width + x1 - region.left]
-        zeroes = 1 if x1 in (x0, x2) or y1 in (y0, y2) else 0
-        for y in range(y0, y2 + 1):
-            row = (y - region.top) * region.width - region.left
-            for x in range(x0, x2 + 1):
-                if (x != x1 or y != y1) and words[row + x] == value:
-                    zeroes += 1
-                    if zeroes > 2:
-                        return True
-        return False
-
-
-def _brightness_yiq(pixels: bytes, centre: int, other: int, index: int) -> float:
-    """pixelmatch 7 ``colorDelta(..., yOnly)``: luma difference, semi-transparent pixels
-    blended over its pattern at the centre pixel's offset ``index``."""
-    r1, g1, b1, a1 = pixels[centre : centre + 4]
-    r2, g2, b2, a2 = pixels[other : other + 4]
-    dr: float = r1 - r2
-    dg: float = g1 - g2
-    db: float = b1 - b2
-    da = a1 - a2
-    if not dr and not dg and not db and not da:
-        return 0
-    if a1 < 255 or a2 < 255:
-        rb = 48 + 159 * (index % 2)
-        gb = 48 + 159 * (math.floor(index / 1.618033988749895) % 2)
-        bb = 48 + 159 * (math.floor(index / 2.618033988749895) % 2)
-        dr = (r1 * a1 - r2 * a2 - rb * da) / 255
-        dg = (g1 * a1 - g2 * a2 - gb * da) / 255
-        db = (b1 * a1 - b2 * a2 - bb * da) / 255
-    return dr * LUMA[0] + dg * LUMA[1] + db * LUMA[2]
-
-
-def _brightness_oklab(pixels: bytes, centre: int, other: int, index: int) -> float:
-    """pixelmatch 8 ``brightnessDelta``: luma difference over white; when luma cancels out
-    but alpha differs, half the alpha difference gives the ramp direction."""
-    r1, g1, b1, a1 = pixels[centre : centre + 4]
-    r2, g2, b2, a2 = pixels[other : other + 4]
-    dr: float = r1 - r2
-    dg: float = g1 - g2
-    db: float = b1 - b2
-    da = a1 - a2
-    if not dr and not dg and not db and not da:
-        return 0
-    if a1 < 255 or a2 < 255:
-        dr = (r1 * a1 - r2 * a2 - 255 * da) / 255
-        dg = (g1 * a1 - g2 * a2 - 255 * da) / 255
-        db = (b1 * a1 - b2 * a2 - 255 * da) / 255
-        d = dr * LUMA[0] + dg * LUMA[1] + db * LUMA[2]
-        return da / 2 if d == 0 and da else d
-    return dr * LUMA[0] + dg * LUMA[1] + db * LUMA[2]
+    def drop_antialiased(self, fails: pyvips.Image) -> pyvips.Image:
+        """Keep the failing pixels that are anti-aliasing in neither image."""
+        grown = _Box(self.box.left - 1, self.box.top - 1, self.box.width + 2, self.box.height + 2)
+        both_many = (
+            self.many_siblings(self.a, grown) & self.many_siblings(self.b, grown)
+        ).copy_memory()
+        aa = self.antialiased("a", both_many) | self.antialiased("b", both_many)
+        return fails & (aa == 0)
 
 
 # --- the diff PNG ------------------------------------------------------------------------

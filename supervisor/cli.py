@@ -12,8 +12,9 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from supervisor import logs
-from supervisor.config import default_artifacts, default_database_url
+from supervisor import build_view, cancel, logs, projects, status, uploads
+from supervisor.cadence import Cadence
+from supervisor.config import HostSettings, default_artifacts, default_database_url
 from supervisor.db import DatabaseUnavailable, connect
 from supervisor.migrate import upgrade
 
@@ -47,6 +48,104 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from supervisor.config import HostSettings
+    from supervisor.host import run_host
+
+    defaults = HostSettings()
+    settings = HostSettings(
+        database_url=args.database_url,
+        artifacts=args.artifacts,
+        concurrency=args.concurrency,
+        lease_seconds=args.lease_seconds,
+        stall_seconds=args.stall_seconds,
+        max_crashes=args.max_crashes,
+        drain_seconds=args.drain_seconds,
+        max_jobs_per_child=args.max_jobs_per_child,
+        soft_rss_bytes=int(args.soft_rss_mib * 2**20),
+        hard_rss_bytes=int(args.hard_rss_mib * 2**20),
+        backoff_base_seconds=args.backoff_base_seconds,
+        backoff_max_seconds=defaults.backoff_max_seconds,
+        exit_when_idle=args.drain,
+        cadence=Cadence(
+            idle_seconds=args.poll_seconds,
+            active_seconds=min(args.poll_seconds, defaults.cadence.active_seconds),
+        )
+        if args.poll_seconds is not None
+        else defaults.cadence,
+    )
+    if args.migrate:
+        upgrade(connect(settings.database_url))
+    return run_host(settings)
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    defaults = HostSettings()
+
+    def number(name: str, kind: type, default: object, help_text: str) -> None:
+        variable = name.upper().replace("-", "_")
+        value = _env(variable)
+        parser.add_argument(
+            f"--{name}",
+            type=kind,
+            default=kind(value) if value else default,
+            help=f"{help_text} (STORYSHELF_{variable})",
+        )
+
+    number(
+        "concurrency",
+        int,
+        None,
+        "children at once (default: sized from the CPUs and memory we may use)",
+    )
+    number(
+        "lease-seconds",
+        float,
+        defaults.lease_seconds,
+        "how long a claimed job is ours without renewal",
+    )
+    number(
+        "stall-seconds",
+        float,
+        defaults.stall_seconds,
+        "a child silent this long is hung and killed",
+    )
+    number("max-crashes", int, defaults.max_crashes, "crashes of one job before it is failed")
+    number(
+        "drain-seconds",
+        float,
+        defaults.drain_seconds,
+        "on SIGTERM, how long running jobs may finish",
+    )
+    number(
+        "max-jobs-per-child",
+        int,
+        defaults.max_jobs_per_child,
+        "jobs after which a child is replaced",
+    )
+    number(
+        "soft-rss-mib",
+        float,
+        defaults.soft_rss_bytes / 2**20,
+        "a child above this is recycled after its job",
+    )
+    number("hard-rss-mib", float, defaults.hard_rss_bytes / 2**20, "a child above this is killed")
+    number(
+        "backoff-base-seconds",
+        float,
+        defaults.backoff_base_seconds,
+        "first retry delay, doubled per attempt",
+    )
+    number(
+        "poll-seconds",
+        float,
+        None,
+        "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)",
+    )
+    parser.add_argument("--drain", action="store_true", help="exit when the queue is empty")
+    parser.add_argument("--migrate", action="store_true", help="migrate the schema before starting")
+
+
 def cmd_migrate(args: argparse.Namespace) -> int:
     engine = connect(args.database_url)
     upgrade(engine)
@@ -76,17 +175,27 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         return sub
 
-    add("run", not_built("run"), "the capture host: claim and run jobs until SIGTERM")
-    add("migrate", cmd_migrate, "create or upgrade the schema")
-    add(
-        "enqueue-build",
-        not_built("enqueue-build"),
-        "register a build from a folder of PNGs; prints its id",
+    _run_options(
+        add("run", cmd_run, "the capture host: claim and run jobs until SIGTERM (then drain)")
     )
-    add("status", not_built("status"), "queue depth, running jobs, recent builds")
-    add("build", not_built("build"), "a build's state and every snapshot's result")
-    add("cancel", not_built("cancel"), "cancel a build's jobs")
-    add("project", not_built("project"), "show or change a project's diff settings")
+    add("migrate", cmd_migrate, "create or upgrade the schema")
+    uploads.add_arguments(
+        add(
+            "enqueue-build",
+            uploads.cmd_enqueue_build,
+            "register a build from a folder of PNGs; prints its id",
+        )
+    )
+    status.add_arguments(
+        add("status", status.cmd_status, "queue depth, running jobs, recent builds")
+    )
+    build_view.add_arguments(
+        add("build", build_view.cmd_build, "a build's state and every snapshot's result")
+    )
+    cancel.add_arguments(add("cancel", cancel.cmd_cancel, "cancel a build's jobs"))
+    projects.add_arguments(
+        add("project", projects.cmd_project, "show or change a project's diff settings")
+    )
     add("demo", not_built("demo"), "make demo screenshots, run two builds, print the outcome")
     return parser
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor.cadence import Cadence
+from supervisor.cadence import CANCEL_CHECK_SECONDS, Cadence
 
 DEFAULT_HOME = Path(".storyshelf")
 
@@ -36,7 +36,8 @@ class HostSettings:
     #: How long a claimed job is ours without a renewal.
     lease_seconds: float = 60.0
     #: A child that reports no progress for this long is hung: killed, and the job counts a crash.
-    stall_seconds: float = 120.0
+    #: Shorter than the lease, so a hung child is stopped before another host could take its job.
+    stall_seconds: float = 45.0
     #: Crashes of one job before it is failed with `fail_crashed_capture`.
     max_crashes: int = 3
     #: Retry delay after the first failure, doubled per attempt up to `backoff_max_seconds`.
@@ -59,5 +60,7 @@ class HostSettings:
     #: Exit when the queue is empty (`run --drain`), for tests, demos and batch runs.
     exit_when_idle: bool = False
     cadence: Cadence = field(default_factory=Cadence)
+    #: How often running jobs' rows are read for a cancel (at once on NOTIFY).
+    cancel_check_seconds: float = CANCEL_CHECK_SECONDS
     #: Host identity written to `locked_by`; unique per process.
     host_id: str = ""

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from sqlalchemy import Engine, text
 
 from supervisor.db import connect
@@ -20,6 +21,13 @@ from supervisor.tables import metadata
 from tests.postgres_server import PostgresNotFound, TemporaryPostgres
 
 URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"
+
+
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    """Commands run in-process point structlog at pytest's captured stderr; undo that after each test."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,137 @@
+"""The messages parent and child exchange, one frozen dataclass per type.
+
+Who speaks when: the child says `Hello` once it is ready (its pid and whether the image engine
+loads). The parent sends `Run`; the child answers `Accepted` *before* it starts, so a death after
+that is the job's crash and a death before it is the host's fault. While it works the child
+sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`.
+`Stop` asks an idle child to exit (recycling). Anything else on the wire is a protocol error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+#: Bumped whenever a message changes shape; a child of another version is refused.
+PROTOCOL_VERSION = 1
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid frame or message: it cannot be trusted further."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    type: ClassVar[Literal["hello"]] = "hello"
+    version: int
+    pid: int
+    #: The image engine's version ("libvips 8.18.7"), or "" when it failed to load.
+    engine: str
+    #: Why the image engine failed to load, when it did.
+    engine_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    type: ClassVar[Literal["run"]] = "run"
+    job_id: int
+    kind: str
+    attempt: int
+    payload: Any
+
+
+@dataclass(frozen=True)
+class Accepted:
+    type: ClassVar[Literal["accepted"]] = "accepted"
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    type: ClassVar[Literal["progress"]] = "progress"
+    job_id: int
+    detail: Any = None
+
+
+@dataclass(frozen=True)
+class Done:
+    type: ClassVar[Literal["done"]] = "done"
+    job_id: int
+    result: Any
+
+
+@dataclass(frozen=True)
+class Failed:
+    type: ClassVar[Literal["failed"]] = "failed"
+    job_id: int
+    error: str
+
+
+@dataclass(frozen=True)
+class Cancel:
+    type: ClassVar[Literal["cancel"]] = "cancel"
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    type: ClassVar[Literal["cancelled"]] = "cancelled"
+    job_id: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    type: ClassVar[Literal["stop"]] = "stop"
+
+
+ToChild = Run | Cancel | Stop
+ToParent = Hello | Accepted | Progress | Done | Failed | Cancelled
+Message = ToChild | ToParent
+
+TO_CHILD: dict[str, type[Any]] = {cls.type: cls for cls in (Run, Cancel, Stop)}
+TO_PARENT: dict[str, type[Any]] = {
+    cls.type: cls for cls in (Hello, Accepted, Progress, Done, Failed, Cancelled)
+}
+
+
+def to_wire(message: Message) -> dict[str, Any]:
+    return {"type": message.type, **dataclasses.asdict(message)}
+
+
+def from_wire(obj: object, accepted: dict[str, type[Any]]) -> Any:
+    """The message `obj` stands for, if it is one of `accepted` with fields of the right types."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise ProtocolError(f"expected a message map with a type, got {type(obj).__name__}")
+    cls = accepted.get(obj["type"])
+    if cls is None:
+        raise ProtocolError(f"unexpected message type {obj['type']!r}")
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    values = {key: value for key, value in obj.items() if key != "type"}
+    if unknown := set(values) - set(fields):
+        raise ProtocolError(f"{obj['type']}: unknown fields {sorted(map(str, unknown))}")
+    hints = typing.get_type_hints(cls)
+    for name, field in fields.items():
+        if name not in values:
+            if field.default is dataclasses.MISSING:
+                raise ProtocolError(f"{obj['type']}: missing field {name!r}")
+            continue
+        if not _matches(values[name], hints[name]):
+            raise ProtocolError(
+                f"{obj['type']}: field {name!r} has type {type(values[name]).__name__}"
+            )
+    return cls(**values)
+
+
+def _matches(value: object, hint: Any) -> bool:
+    if hint is Any:
+        return True
+    if isinstance(hint, types.UnionType):
+        return any(_matches(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)

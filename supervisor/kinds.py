@@ -1,0 +1,79 @@
+"""The parent's side of each job kind, in one table: how to check, prepare and record a job.
+
+The child's side (what runs) is `child.handlers`. A kind here says:
+
+* `accepts(data)`: is the job's data well-formed? False fails the job without retry
+  ("malformed job");
+* `prepare(conn, job, artifacts)`: the payload the child gets, read from the database when the
+  job starts (a capture job resolves its baselines then, so a build queued while its baseline
+  build ran still diffs against it); it may mark the job's shard and build as started;
+* `record(conn, job, result, artifacts)`: write the child's results, inside the transaction that
+  also acknowledges the job under its fence, so results are recorded exactly once;
+* `on_failed(conn, job, error, artifacts)` / `on_cancelled(conn, job, artifacts)`: the job ended
+  without results; close whatever it belongs to (a capture shard, and its build if last).
+
+Kinds used only by tests or plugins are added with `STORYSHELF_PLUGINS` (see `load_plugins`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from supervisor.queue import Job
+
+Payload = dict[str, Any]
+
+
+def _nothing(*_args: object) -> None:
+    return None
+
+
+def _as_is(_conn: Connection, job: Job, _artifacts: Path) -> Payload:
+    return dict(job.data)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    accepts: Callable[[Any], bool]
+    prepare: Callable[[Connection, Job, Path], Payload] = _as_is
+    record: Callable[[Connection, Job, Any, Path], None] = _nothing
+    on_failed: Callable[[Connection, Job, str, Path], None] = _nothing
+    on_cancelled: Callable[[Connection, Job, Path], None] = _nothing
+
+
+def _is_mapping(data: Any) -> bool:
+    return isinstance(data, Mapping)
+
+
+def builtin_kinds() -> dict[str, Kind]:
+    from supervisor import capture_kind
+
+    return {
+        "capture": capture_kind.KIND,
+        # Does nothing in a child: measures the host's own overhead, and checks a host end to end.
+        "noop": Kind("noop", accepts=_is_mapping),
+    }
+
+
+def load_plugins(kinds: dict[str, Kind], modules: str | None = None) -> dict[str, Kind]:
+    """Add the kinds of the modules named in `STORYSHELF_PLUGINS` (comma-separated).
+
+    Each module defines `parent_kinds() -> dict[str, Kind]` (and, for the child,
+    `child_handlers()`; see `child.handlers`).
+    """
+    names = os.environ.get("STORYSHELF_PLUGINS", "") if modules is None else modules
+    for name in filter(None, (part.strip() for part in names.split(","))):
+        kinds.update(importlib.import_module(name).parent_kinds())
+    return kinds
+
+
+def registered_kinds() -> dict[str, Kind]:
+    return load_plugins(builtin_kinds())

@@ -1,0 +1,294 @@
+"""What happens to a job: started in a child, then completed, retried, failed, cancelled or lost.
+
+Each way a job can end is one method and one transaction, fenced by the job's lease: results and
+the job's completion commit together or not at all, and a host that lost the lease records
+nothing. When the database is away at the moment a job ends, the settlement waits in `pending`
+and is tried again (the lease usually outlives a database restart; if not, the fence refuses it
+and the job's new owner runs it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, func, select
+from structlog.stdlib import BoundLogger
+
+from ipc.messages import Cancelled, Done, Failed
+from supervisor import queue
+from supervisor.config import HostSettings
+from supervisor.crash_failure import fail_crashed_capture
+from supervisor.db import DatabaseUnavailable, transaction
+from supervisor.kinds import Kind
+from supervisor.pool import Child, Pool
+from supervisor.queue import Job
+from supervisor.tables import jobs
+
+JobOutcome = Literal[
+    "completed",  # the child's results were recorded and the job acknowledged
+    "retried",  # it failed or crashed its child; queued again with backoff
+    "failed",  # it failed for good (final attempt, crashed too often)
+    "cancelled",  # a cancel was asked and the job stopped
+    "lost",  # the lease was no longer ours: nothing recorded, the new owner settles it
+    "dropped",  # malformed data: failed without running
+    "unhandled",  # no handler for its kind: failed without running
+    "released",  # given back without spending an attempt (drain, or the child died before starting)
+]
+
+#: How often settlements that met a database outage are tried again.
+PENDING_RETRY_SECONDS = 1.0
+
+
+class _NoLongerOurs(Exception):
+    """The fence refused the write: roll the transaction back."""
+
+
+@dataclass(eq=False)
+class Running:
+    """A job handed to a child, and what the host knows of it."""
+
+    job: Job
+    kind: Kind
+    child: Child
+    payload: Any
+    log: BoundLogger
+    started_at: float
+    last_progress_at: float
+    renewed_at: float
+    accepted: bool = False
+    #: Why the host is stopping it ("cancelled", "lost", "released"), when it is.
+    stopping: str | None = None
+    stopping_since: float | None = None
+    #: A renewal found the lease gone.
+    lost: bool = False
+
+
+class Settler:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: HostSettings,
+        kinds: dict[str, Kind],
+        pool: Pool,
+        log: BoundLogger,
+    ):
+        self.engine = engine
+        self.settings = settings
+        self.kinds = kinds
+        self.pool = pool
+        self.log = log
+        self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
+        self._pending_at = 0.0
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def claim(self, idle: list[Child]) -> list[Running]:
+        """Claim a job for each idle child and prepare it, in one transaction."""
+        with transaction(self.engine) as conn:
+            claimed = queue.claim(
+                conn, self.settings.host_id, len(idle), self.settings.lease_seconds
+            )
+            started = [
+                self._start(conn, job, child) for job, child in zip(claimed, idle, strict=False)
+            ]
+        return [running for running in started if running is not None]
+
+    def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
+        now = time.monotonic()
+        job_log = self.log.bind(
+            job_id=job.id,
+            build_id=job.build_id,
+            kind=job.kind,
+            attempt=job.attempt,
+            child_pid=child.pid,
+        )
+        kind = self.kinds.get(job.kind)
+        if kind is None:
+            queue.fail(conn, job.lease, f'no handler registered for job kind "{job.kind}"')
+            job_log.error("job finished", outcome="unhandled")
+            return None
+        if not _accepts(kind, job.data):
+            queue.fail(conn, job.lease, "malformed job")
+            kind.on_failed(conn, job, "malformed job", self.settings.artifacts)
+            job_log.warning("job finished", outcome="dropped", error="malformed job")
+            return None
+        try:
+            with conn.begin_nested():
+                payload = kind.prepare(conn, job, self.settings.artifacts)
+        except Exception as error:
+            job_log.error("cannot prepare job", error=str(error))
+            self._retry_or_fail(conn, job, kind, f"cannot prepare the job: {error}", job_log)
+            return None
+        queue.renew(conn, job.lease, self.settings.lease_seconds, child_pid=child.pid)
+        job_log.info("job started")
+        return Running(job, kind, child, payload, job_log, now, now, now)
+
+    def renew(self, running: Running, now: float) -> None:
+        """Extend the lease; a refusal means another host owns the job now."""
+        with transaction(self.engine) as conn:
+            ours = queue.renew(conn, running.job.lease, self.settings.lease_seconds)
+        running.renewed_at = now
+        if not ours:
+            running.lost = True
+            running.log.warning("lease lost")
+
+    def expire_leases(self) -> None:
+        """End jobs whose lease ran out on their last attempt (or after a cancel), on any host."""
+        with transaction(self.engine) as conn:
+            for job in queue.expire_leases(conn):
+                kind = self.kinds.get(job.kind)
+                if kind is not None and job.status == "cancelled":
+                    kind.on_cancelled(conn, job, self.settings.artifacts)
+                elif kind is not None:
+                    kind.on_failed(
+                        conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.settings.artifacts
+                    )
+                self.log.warning(
+                    "expired lease ended a job", job_id=job.id, status=job.status, error=job.error
+                )
+
+    def seconds_until_next_due(self) -> float | None:
+        """Seconds until the earliest queued job is due (retries wait for their backoff)."""
+        with transaction(self.engine) as conn:
+            due = conn.execute(
+                select(func.min(jobs.c.run_at)).where(jobs.c.status == "queued")
+            ).scalar()
+        if due is None:
+            return None
+        if isinstance(due, str):
+            due = datetime.fromisoformat(due)
+        if due.tzinfo is None:
+            due = due.replace(tzinfo=UTC)
+        return max(0.0, (due - datetime.now(UTC)).total_seconds())
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def ended(self, running: Running, message: Done | Failed | Cancelled) -> None:
+        """The child finished the job one way or another."""
+        if running.lost or running.stopping == "lost":
+            self._report(running, "lost")
+        elif isinstance(message, Done):
+            self._settle(running, lambda: self._complete(running, message.result))
+        elif isinstance(message, Cancelled):
+            self._settle(running, lambda: self._cancel(running))
+        else:
+            self._settle(running, lambda: self._fail_or_retry(running, message.error))
+
+    def child_died(self, running: Running, cause: str, now: float) -> None:
+        """The child running `running` died; `cause` is the signal or our reason for killing it."""
+        if running.lost or running.stopping == "lost":
+            self._report(running, "lost", cause=cause)
+        elif running.stopping == "cancelled":
+            self._settle(running, lambda: self._cancel(running))
+        elif not running.accepted:
+            running.log.warning("child died before accepting the job; giving it back", cause=cause)
+            self.release(running)
+        else:
+            self._settle(running, lambda: self._crashed(running, cause))
+
+    def release(self, running: Running) -> None:
+        self._settle(running, lambda: self._release(running))
+
+    def retry_pending(self) -> None:
+        now = time.monotonic()
+        if not self.pending or now < self._pending_at:
+            return
+        self._pending_at = now + PENDING_RETRY_SECONDS
+        waiting, self.pending = self.pending, []
+        for running, settle in waiting:
+            self._settle(running, settle)
+
+    def _settle(self, running: Running, settle: Callable[[], JobOutcome]) -> None:
+        try:
+            outcome = settle()
+        except DatabaseUnavailable as error:
+            running.log.warning("cannot settle job yet; database unavailable", error=str(error))
+            self.pending.append((running, settle))
+            return
+        self._report(running, outcome)
+
+    def _report(self, running: Running, outcome: JobOutcome, **facts: Any) -> None:
+        seconds = round(time.monotonic() - running.started_at, 3)
+        level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
+        getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
+
+    def _complete(self, running: Running, result: Any) -> JobOutcome:
+        try:
+            with transaction(self.engine) as conn:
+                if not queue.ack(conn, running.job.lease):
+                    raise _NoLongerOurs
+                running.kind.record(conn, running.job, result, self.settings.artifacts)
+        except _NoLongerOurs:
+            return "lost"
+        except DatabaseUnavailable:
+            raise
+        except Exception as error:
+            running.log.error("cannot record the job's results", error=str(error))
+            return self._fail_or_retry(running, f"cannot record the results: {error}")
+        return "completed"
+
+    def _fail_or_retry(self, running: Running, error: str) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            return self._retry_or_fail(conn, running.job, running.kind, error, running.log)
+
+    def _retry_or_fail(
+        self, conn: Connection, job: Job, kind: Kind, error: str, job_log: BoundLogger
+    ) -> JobOutcome:
+        """A handler error: queued again with backoff, or failed on the last attempt."""
+        if job.final_attempt:
+            if not queue.fail(conn, job.lease, error):
+                return "lost"
+            kind.on_failed(conn, job, error, self.settings.artifacts)
+            job_log.error("job failed on its last attempt", error=error)
+            return "failed"
+        delay = self._backoff(job)
+        if not queue.retry(conn, job.lease, error, delay):
+            return "lost"
+        job_log.warning("job failed; retrying", error=error, retry_in=delay)
+        return "retried"
+
+    def _crashed(self, running: Running, cause: str) -> JobOutcome:
+        """A crash counts against the job; at `max_crashes` (or its last attempt) it fails."""
+        job = running.job
+        causes = (*job.crash_causes, cause)
+        with transaction(self.engine) as conn:
+            if len(causes) >= self.settings.max_crashes or job.final_attempt:
+                if not fail_crashed_capture(
+                    conn, job, running.kind, causes, self.settings.artifacts
+                ):
+                    return "lost"
+                return "failed"
+            if not queue.retry(
+                conn, job.lease, f"worker crashed: {cause}", self._backoff(job), crash_causes=causes
+            ):
+                return "lost"
+        running.log.warning("child crashed on the job; retrying", cause=cause, crashes=len(causes))
+        return "retried"
+
+    def _cancel(self, running: Running) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            if not queue.cancel(conn, running.job.lease):
+                return "lost"
+            running.kind.on_cancelled(conn, running.job, self.settings.artifacts)
+        return "cancelled"
+
+    def _release(self, running: Running) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            return "released" if queue.release(conn, running.job.lease) else "lost"
+
+    def _backoff(self, job: Job) -> float:
+        return queue.backoff_seconds(
+            job.attempt, self.settings.backoff_base_seconds, self.settings.backoff_max_seconds
+        )
+
+
+def _accepts(kind: Kind, data: Any) -> bool:
+    """Malformed data is refused, whatever it makes `accepts` do."""
+    try:
+        return bool(kind.accepts(data))
+    except Exception:
+        return False

@@ -1,0 +1,100 @@
+"""Helpers for the capture tests: upload a folder as a build, and run its jobs in-process.
+
+`run_jobs` plays the host's part of DESIGN section 3 without children: claim, `prepare` in a
+transaction, the child's `capture.run` in this process, then ack and `record` in one
+transaction (nothing recorded when the ack finds the job no longer ours).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import structlog
+from sqlalchemy import Engine
+
+from child import capture
+from supervisor import capture_kind, cli, queue, uploads
+from supervisor.db import transaction
+from supervisor.demo_images import Canvas
+
+LEASE_SECONDS = 60.0
+
+
+def upload(
+    engine: Engine,
+    artifacts: Path,
+    folder: Path,
+    *,
+    project: str = "web",
+    branch: str = "main",
+    shards: int = 1,
+) -> uploads.QueuedBuild:
+    images = uploads.store_images(artifacts, folder)
+    with transaction(engine) as conn:
+        return uploads.enqueue_build(
+            conn, project=project, branch=branch, images=images, shards=shards
+        )
+
+
+def claim(engine: Engine, limit: int = 100, host: str = "test-host") -> list[queue.Job]:
+    with transaction(engine) as conn:
+        return queue.claim(conn, host, limit, LEASE_SECONDS)
+
+
+def prepare(engine: Engine, job: queue.Job, artifacts: Path) -> dict[str, Any]:
+    with transaction(engine) as conn:
+        return capture_kind.prepare(conn, job, artifacts)
+
+
+def settle(engine: Engine, job: queue.Job, result: Any, artifacts: Path) -> bool:
+    """Ack and record in one transaction, as the host does; False (and nothing written) when lost."""
+    with engine.connect() as conn, conn.begin() as tx:
+        if not queue.ack(conn, job.lease):
+            tx.rollback()
+            return False
+        capture_kind.record(conn, job, result, artifacts)
+        return True
+
+
+def run_jobs(engine: Engine, artifacts: Path) -> None:
+    """Claim every due job and run it to its end, one after another."""
+    for job in claim(engine):
+        payload = prepare(engine, job, artifacts)
+        result = capture.run(payload, lambda _progress: None)
+        assert settle(engine, job, result, artifacts)
+
+
+def run_build(engine: Engine, artifacts: Path, folder: Path, **options: Any) -> uploads.QueuedBuild:
+    queued = upload(engine, artifacts, folder, **options)
+    run_jobs(engine, artifacts)
+    return queued
+
+
+def write_png(
+    path: Path,
+    *,
+    size: tuple[int, int] = (48, 32),
+    marks: tuple[tuple[int, int, int, int], ...] = (),
+    colour: tuple[int, int, int] = (37, 99, 235),
+) -> Path:
+    """A small PNG: a white page with filled rectangles `marks` (x, y, width, height)."""
+    canvas = Canvas(size[0], size[1], (255, 255, 255))
+    for x, y, width, height in marks:
+        canvas.rect(x, y, width, height, colour)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(canvas.png())
+    return path
+
+
+def run_cli(argv: list[str]) -> int:
+    """`python -m supervisor ARGV` in-process.
+
+    The command points structlog at this test's captured stderr, which is closed once the test
+    ends; afterwards logs go to the real stderr again so later tests can still log.
+    """
+    try:
+        return cli.main(argv)
+    finally:
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stderr__))

@@ -1,0 +1,151 @@
+"""Running real hosts in tests: `python -m supervisor run` as a subprocess, its JSON log, the jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Engine, select
+
+from supervisor import queue
+from supervisor.db import DatabaseUnavailable, transaction
+from supervisor.tables import jobs
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Short leases, stalls and backoffs, so that the tests see every path within seconds.
+FAST = (
+    "--concurrency", "2", "--lease-seconds", "10", "--stall-seconds", "3",
+    "--backoff-base-seconds", "0.1", "--poll-seconds", "0.3", "--drain-seconds", "10",
+)  # fmt: skip
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05) -> T:
+    """Poll until `predicate` returns something truthy; fail the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = predicate()
+        except DatabaseUnavailable:
+            value = None  # type: ignore[assignment]
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {predicate}")
+        time.sleep(interval)
+
+
+class HostProcess:
+    """One `python -m supervisor run`, logging JSON to a file."""
+
+    def __init__(
+        self, database_url: str, artifacts: Path, *options: str, plugins: str = "tests.kinds"
+    ) -> None:
+        self.log_path = artifacts.parent / f"host-{time.monotonic_ns()}.log"
+        env = {
+            **os.environ,
+            "STORYSHELF_PLUGINS": plugins,
+            "PYTHONPATH": str(ROOT),
+            "STORYSHELF_LOG_LEVEL": "debug",
+        }
+        command = [
+            sys.executable, "-m", "supervisor", "run",
+            "--database-url", database_url, "--artifacts", str(artifacts), *options,
+        ]  # fmt: skip
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def events(self, name: str | None = None, **fields: Any) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log_path.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if (name is None or event.get("event") == name) and all(
+                event.get(k) == v for k, v in fields.items()
+            ):
+                found.append(event)
+        return found
+
+    def wait_for_event(self, name: str, timeout: float = 20.0, **fields: Any) -> dict[str, Any]:
+        return wait_for(lambda: next(iter(self.events(name, **fields)), None), timeout)
+
+    def signal(self, number: signal.Signals) -> None:
+        self.process.send_signal(number)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"host did not exit; log:\n{self.log_path.read_text()[-4000:]}"
+            ) from None
+
+    def stop(self) -> int:
+        """SIGTERM, then wait for the drain."""
+        if self.process.poll() is None:
+            self.signal(signal.SIGTERM)
+        return self.wait()
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text()[-6000:]
+
+
+def hosts(database_url: str, artifacts: Path) -> Iterator[Callable[..., HostProcess]]:
+    """A factory of hosts that are all killed at the end of the test."""
+    started: list[HostProcess] = []
+
+    def start(*options: str, plugins: str = "tests.kinds") -> HostProcess:
+        host = HostProcess(database_url, artifacts, *options, plugins=plugins)
+        started.append(host)
+        return host
+
+    yield start
+    for host in started:
+        if host.process.poll() is None:
+            host.process.kill()
+            host.process.wait(10)
+
+
+def enqueue(engine: Engine, kind: str, data: dict[str, Any] | None = None, **options: Any) -> int:
+    with transaction(engine) as conn:
+        return queue.enqueue(conn, kind, data or {}, **options)
+
+
+def job(engine: Engine, job_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(jobs).where(jobs.c.id == job_id)).one()._mapping)
+
+
+def status_of(engine: Engine, job_id: int) -> str:
+    return str(job(engine, job_id)["status"])
+
+
+def ended(engine: Engine, job_id: int, timeout: float = 30.0) -> dict[str, Any]:
+    """The job's row once it reached a final state."""
+    return wait_for(
+        lambda: (
+            (row := job(engine, job_id))["status"] in ("completed", "failed", "cancelled") and row
+        ),
+        timeout,
+    )
+
+
+def running_child(engine: Engine, job_id: int, timeout: float = 20.0) -> int:
+    """The pid of the child running the job, once the job's row names it."""
+    return int(wait_for(lambda: job(engine, job_id)["child_pid"], timeout))

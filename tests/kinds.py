@@ -1,0 +1,97 @@
+"""Job kinds for the supervisor's tests, loaded into hosts with `STORYSHELF_PLUGINS=tests.kinds`.
+
+Each does one thing a real handler can do to its child: work with progress, fail, crash on a
+real signal, hang in native-like silence, eat memory, or break the wire protocol.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+from child.handlers import Handler, Progress
+from supervisor.kinds import Kind, Payload
+from supervisor.queue import Job
+
+
+def _with_attempt(_conn: object, job: Job, _artifacts: Path) -> Payload:
+    return {**job.data, "attempt": job.attempt}
+
+
+def _accepts(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("valid", True) is True
+
+
+def parent_kinds() -> dict[str, Kind]:
+    names = ("sleep", "fail", "crash", "hang", "eat", "garble")
+    return {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
+
+
+def _sleep(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Work for `seconds`, reporting progress every `step` seconds."""
+    deadline = time.monotonic() + float(payload.get("seconds", 0.1))
+    while time.monotonic() < deadline:
+        time.sleep(min(float(payload.get("step", 0.05)), max(0.0, deadline - time.monotonic())))
+        progress({"left": deadline - time.monotonic()})
+    return {"slept": payload.get("seconds", 0.1), "pid": os.getpid()}
+
+
+def _fail(payload: dict[str, Any], progress: Progress) -> None:
+    raise RuntimeError(payload.get("message", "handler failed"))
+
+
+def _crash(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Die on a real signal while `attempt` <= `crash_attempts` (default: always)."""
+    progress({"about_to": "crash"})
+    if payload["attempt"] <= payload.get("crash_attempts", 1_000):
+        sig = signal.Signals[payload.get("signal", "SIGSEGV")]
+        if sig == signal.SIGSEGV:
+            ctypes.string_at(0)  # a real segmentation fault, as native code would have
+        os.kill(os.getpid(), sig)
+        time.sleep(5)
+    return {"survived": payload["attempt"]}
+
+
+def _hang(payload: dict[str, Any], progress: Progress) -> None:
+    progress({"about_to": "hang"})
+    time.sleep(3600)
+
+
+def _eat(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Hold `mib` of touched memory for `seconds`, reporting progress."""
+    block = bytearray(int(payload["mib"]) * 2**20)
+    for index in range(0, len(block), 4096):
+        block[index] = 1
+    deadline = time.monotonic() + float(payload.get("seconds", 1.0))
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        progress({"held": len(block)})
+    return {"held": len(block)}
+
+
+def _garble(payload: dict[str, Any], progress: Progress) -> None:
+    """Write bytes that are no frame to the parent, as a corrupted child might."""
+    for fd in range(3, 64):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.write(fd, bytes.fromhex(payload.get("hex", "00000003c1c1c1")))
+                break
+        except OSError:
+            continue
+    time.sleep(10)
+
+
+def child_handlers() -> dict[str, Handler]:
+    return {
+        "sleep": _sleep,
+        "fail": _fail,
+        "crash": _crash,
+        "hang": _hang,
+        "eat": _eat,
+        "garble": _garble,
+    }

@@ -1,0 +1,198 @@
+"""child.diff: counts equal pixelmatch's, bad images fail cleanly, the diff PNG is right.
+
+``fixtures/diff/expected.json`` holds, for each pair ``NAME.a.png`` / ``NAME.b.png``, the counts
+of pixelmatch 7.1.0 (``yiq``) and 8.0.0 (``oklab``) with and without ``includeAA``, computed by
+``scripts/make_diff_fixtures.mjs``; node is not needed here.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pyvips
+
+from child import diff
+from child.diff import DiffOptions, ImageError, Metric, compare, probe
+
+FIXTURES = Path(__file__).parent / "fixtures" / "diff"
+EXPECTED: dict[str, dict[str, int]] = json.loads((FIXTURES / "expected.json").read_text())
+# Reference runs only: the flat-area pass is ours, so it is off when matching pixelmatch.
+TABLE = [(name, run, count) for name, runs in EXPECTED.items() for run, count in runs.items()]
+
+
+def pair(name: str) -> tuple[Path, Path]:
+    return FIXTURES / f"{name}.a.png", FIXTURES / f"{name}.b.png"
+
+
+def reference_options(run: str) -> DiffOptions:
+    """``"oklab 0.05 aa"`` -> pixelmatch's metric, threshold and includeAA."""
+    name, threshold, *aa = run.split()
+    metric: Metric = "yiq" if name == "yiq" else "oklab"
+    return DiffOptions(
+        metric=metric, threshold=float(threshold), count_aa=bool(aa), flat_threshold=None
+    )
+
+
+@pytest.mark.parametrize(("name", "run", "expected"), TABLE, ids=[f"{n}-{r}" for n, r, _ in TABLE])
+def test_counts_equal_pixelmatch(name: str, run: str, expected: int) -> None:
+    result = compare(*pair(name), None, reference_options(run))
+    assert abs(result.diff_pixels - expected) <= max(2, expected // 1000)
+    assert result.metric == run.split()[0]
+    assert result.status == ("changed" if expected else "unchanged")
+
+
+def test_defaults_catch_a_one_step_colour_token_change() -> None:
+    missed_by_yiq = compare(*pair("colour-token"), None, reference_options("yiq 0.1"))
+    assert missed_by_yiq.diff_pixels == 0
+    result = compare(*pair("colour-token"), None)
+    assert result.status == "changed"
+    assert result.diff_pixels > 1000  # the button's face, not a few edge pixels
+
+
+def test_defaults_ignore_antialiasing_noise() -> None:
+    assert EXPECTED["antialiasing"]["oklab 0.05 aa"] > 0  # the pair really differs
+    result = compare(*pair("antialiasing"), None)
+    assert (result.status, result.diff_pixels) == ("unchanged", 0)
+
+
+def test_defaults_still_count_moved_text_like_pixelmatch_8() -> None:
+    result = compare(*pair("text-1px"), None)
+    assert result.diff_pixels == EXPECTED["text-1px"]["oklab 0.1"]
+
+
+def test_same_bytes_are_unchanged_without_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: Any) -> None:
+        raise AssertionError("decoded")
+
+    monkeypatch.setattr(diff, "_decode", refuse)
+    a, _ = pair("text-1px")
+    result = compare(a, a, None)
+    assert (result.status, result.diff_pixels, result.width, result.height) == (
+        "unchanged",
+        0,
+        200,
+        120,
+    )
+
+
+def test_same_pixels_in_different_bytes_are_unchanged() -> None:
+    a, b = pair("same-pixels")
+    assert a.read_bytes() != b.read_bytes()
+    assert compare(a, b, None).status == "unchanged"
+
+
+def test_sixteen_bit_grey_and_palette_decode_like_eight_bit_rgb() -> None:
+    rgb = FIXTURES / "text-1px.a.png"
+    for name in ("sixteen-bit.a.png", "palette.a.png", "interlaced.a.png"):
+        assert compare(rgb, FIXTURES / name, None).diff_pixels == 0, name
+    assert pyvips.Image.new_from_file(str(FIXTURES / "sixteen-bit.a.png")).format == "ushort"
+    assert pyvips.Image.new_from_file(str(FIXTURES / "grey.a.png")).bands == 1
+    assert pyvips.Image.new_from_file(str(FIXTURES / "grey.b.png")).bands == 2
+
+
+def test_different_sizes_count_the_area_outside_the_overlap() -> None:
+    result = compare(*pair("different-size"), None)
+    assert (result.status, result.diff_pixels, result.height) == ("changed", 200 * 16, 136)
+    assert result.diff_ratio == pytest.approx(200 * 16 / (200 * 136))
+
+
+def test_budget_keeps_small_changes_unchanged() -> None:
+    count = compare(*pair("text-1px"), None).diff_pixels
+    assert compare(*pair("text-1px"), None, DiffOptions(budget_pixels=count)).status == "unchanged"
+    assert compare(*pair("text-1px"), None, DiffOptions(budget_ratio=0.5)).status == "unchanged"
+    assert (
+        compare(*pair("text-1px"), None, DiffOptions(budget_pixels=count - 1)).status == "changed"
+    )
+
+
+def test_diff_png_is_written_for_changed_only(tmp_path: Path) -> None:
+    out = tmp_path / "diffs" / "card.png"
+    result = compare(*pair("different-size"), out)
+    assert result.diff_written
+    image = pyvips.Image.new_from_file(str(out), fail_on="error")
+    assert (image.width, image.height, image.bands) == (200, 136, 3)
+    assert image.crop(0, 120, 200, 16).extract_band(0).min() == 255  # outside: red
+    assert image.crop(0, 120, 200, 16).extract_band(1).max() == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["card.png"]  # no temporary left
+
+    same = tmp_path / "same.png"
+    assert not compare(*pair("same-pixels"), same).diff_written
+    assert not same.exists()
+
+
+def test_diff_png_marks_changed_pixels_red_over_faded_grey(tmp_path: Path) -> None:
+    out = tmp_path / "diff.png"
+    result = compare(*pair("element-added"), out, reference_options("oklab 0.1"))
+    image = pyvips.Image.new_from_file(str(out))
+    red = (image.extract_band(0) == 255) & (image.extract_band(1) == 0)
+    assert round(red.avg() / 255 * 200 * 120) == result.diff_pixels
+    assert image.extract_band(1).min() == 0 and image.extract_band(1).max() == 255
+    assert image.crop(0, 0, 8, 8).extract_band(1).min() == 255  # white page fades to white
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def huge_png(width: int, height: int) -> bytes:
+    """A valid-looking PNG whose IHDR claims width x height, with almost no pixel data."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+        + png_chunk(b"IEND", b"")
+    )
+
+
+def test_oversized_image_is_refused_from_its_header(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.png"
+    huge.write_bytes(huge_png(100_000, 100_000))
+    start = time.perf_counter()
+    with pytest.raises(ImageError, match=r"huge\.png: 100000x100000 .* above the limit"):
+        compare(FIXTURES / "text-1px.a.png", huge, None)
+    with pytest.raises(ImageError, match="above the limit"):
+        probe(huge, 50_000_000)
+    assert time.perf_counter() - start < 1.0
+    assert probe(FIXTURES / "text-1px.a.png", 200 * 120) == (200, 120)
+
+
+def bad_images(folder: Path) -> dict[str, Path]:
+    good = (FIXTURES / "text-1px.a.png").read_bytes()
+    corrupt = bytearray(good)
+    corrupt[200:260] = bytes(60)
+    files = {
+        "truncated": good[: len(good) // 2],
+        "corrupt": bytes(corrupt),
+        "not-an-image": b"<html>404 Not Found</html>\n",
+        "empty": b"",
+    }
+    paths = {}
+    for name, data in files.items():
+        paths[name] = folder / f"{name}.png"
+        paths[name].write_bytes(data)
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["truncated", "corrupt", "not-an-image", "empty"])
+@pytest.mark.parametrize("side", ["baseline", "new"])
+def test_bad_image_raises_image_error_naming_the_file(tmp_path: Path, kind: str, side: str) -> None:
+    bad = bad_images(tmp_path)[kind]
+    good = FIXTURES / "text-1px.a.png"
+    files = (bad, good) if side == "baseline" else (good, bad)
+    with pytest.raises(ImageError) as caught:
+        compare(*files, tmp_path / "diff.png")
+    message = str(caught.value)
+    assert message.startswith(str(bad)) and "\n" not in message
+    assert not (tmp_path / "diff.png").exists()
+
+
+def test_missing_file_raises_image_error(tmp_path: Path) -> None:
+    with pytest.raises(ImageError, match=r"missing\.png"):
+        compare(FIXTURES / "text-1px.a.png", tmp_path / "missing.png", None)

@@ -1,0 +1,231 @@
+"""The host with real forked children and real signals, on PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import Engine
+
+from supervisor.cli import main as cli_main
+from tests.hosts import FAST, ROOT, HostProcess, ended, enqueue, hosts, job, running_child, wait_for
+
+StartHost = Callable[..., HostProcess]
+
+
+@pytest.fixture
+def start_host(database_url: str, tmp_path: Path) -> Iterator[StartHost]:
+    yield from hosts(database_url, tmp_path / "artifacts")
+
+
+def test_host_runs_jobs_and_exits_when_the_queue_is_empty(
+    engine: Engine, start_host: StartHost
+) -> None:
+    ids = [enqueue(engine, "noop", {"n": n}) for n in range(20)]
+    host = start_host(*FAST, "--drain")
+    assert host.wait() == 0
+    assert {job(engine, job_id)["status"] for job_id in ids} == {"completed"}
+    finished = host.events("job finished", outcome="completed")
+    assert len(finished) == 20
+    assert {"job_id", "build_id", "kind", "attempt", "child_pid"} <= set(finished[0])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_child_killed_mid_job_costs_a_retry_then_the_job_completes(
+    engine: Engine, start_host: StartHost, sig: signal.Signals
+) -> None:
+    job_id = enqueue(engine, "sleep", {"seconds": 3.0, "step": 0.05})
+    host = start_host(*FAST)
+    pid = running_child(engine, job_id)
+    os.kill(pid, sig)
+    row = ended(engine, job_id)
+    assert (row["status"], row["crashes"], row["crash_causes"]) == (
+        "completed",
+        1,
+        [sig.name if sig != signal.SIGKILL else "SIGKILL (likely out of memory)"],
+    )
+    assert row["attempt"] == 2
+    assert host.process.poll() is None, "the host must survive its children"
+
+
+def test_job_that_keeps_crashing_is_failed_while_others_complete(
+    engine: Engine, start_host: StartHost
+) -> None:
+    poison = enqueue(engine, "crash", {"signal": "SIGSEGV"}, max_attempts=10)
+    good = [enqueue(engine, "sleep", {"seconds": 0.2}) for _ in range(6)]
+    start_host(*FAST, "--drain")
+    row = ended(engine, poison)
+    assert row["status"] == "failed"
+    assert row["error"] == "crash kept crashing its worker: SIGSEGV x3"
+    assert row["crashes"] == 3
+    assert {ended(engine, job_id)["status"] for job_id in good} == {"completed"}
+
+
+def test_a_hung_child_is_killed_after_the_stall_time(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "hang", {}, max_attempts=10)
+    start_host(*FAST, "--max-crashes", "2")
+    row = ended(engine, job_id, timeout=40)
+    assert row["status"] == "failed"
+    assert row["error"] == "hang kept crashing its worker: hung (no progress for 3 s) x2"
+
+
+def test_garbled_frame_kills_the_child_and_counts_a_crash(
+    engine: Engine, start_host: StartHost
+) -> None:
+    job_id = enqueue(engine, "garble", {}, max_attempts=10)
+    ok = enqueue(engine, "noop", {})
+    host = start_host(*FAST, "--max-crashes", "1")
+    row = ended(engine, job_id)
+    assert row["status"] == "failed"
+    assert "protocol error: undecodable frame" in row["error"]
+    assert ended(engine, ok)["status"] == "completed"
+    assert host.process.poll() is None
+
+
+def test_oversized_frame_is_a_protocol_error(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "garble", {"hex": "7fffffff00"}, max_attempts=10)
+    start_host(*FAST, "--max-crashes", "1")
+    assert "exceeds the limit" in ended(engine, job_id)["error"]
+
+
+def test_cancel_of_a_running_job_ends_it_within_five_seconds(
+    engine: Engine, start_host: StartHost, database_url: str
+) -> None:
+    from supervisor.db import transaction
+    from supervisor.tables import builds, projects
+
+    with transaction(engine) as conn:
+        project = conn.execute(
+            projects.insert().values(name="p").returning(projects.c.id)
+        ).scalar_one()
+        build = conn.execute(
+            builds.insert().values(project_id=project, branch="b").returning(builds.c.id)
+        ).scalar_one()
+    job_id = enqueue(engine, "sleep", {"seconds": 60}, build_id=build)
+    host = start_host(*FAST)
+    pid = running_child(engine, job_id)
+    asked = time.monotonic()
+    assert cli_main(["cancel", str(build), "--database-url", database_url]) == 0
+    row = ended(engine, job_id, timeout=10)
+    assert row["status"] == "cancelled"
+    assert time.monotonic() - asked < 5.0
+    assert host.wait_for_event("job finished", job_id=job_id)["outcome"] == "cancelled"
+    assert psutil.pid_exists(pid), "a child that stops when asked is kept"
+
+
+def test_sigterm_lets_running_jobs_finish(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "sleep", {"seconds": 1.5})
+    host = start_host(*FAST)
+    running_child(engine, job_id)
+    host.signal(signal.SIGTERM)
+    assert host.wait() == 0
+    assert job(engine, job_id)["status"] == "completed"
+
+
+def test_drain_timeout_releases_jobs_without_spending_an_attempt(
+    engine: Engine, start_host: StartHost
+) -> None:
+    job_id = enqueue(engine, "sleep", {"seconds": 60})
+    host = start_host(*FAST, "--drain-seconds", "0.5")
+    pid = running_child(engine, job_id)
+    host.signal(signal.SIGTERM)
+    assert host.wait() == 0
+    row = job(engine, job_id)
+    assert (row["status"], row["attempt"], row["locked_by"], row["crashes"]) == (
+        "queued",
+        0,
+        None,
+        0,
+    )
+    assert wait_for(lambda: not psutil.pid_exists(pid))
+
+
+def test_second_signal_releases_at_once(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "sleep", {"seconds": 60})
+    host = start_host(*FAST, "--drain-seconds", "60")
+    running_child(engine, job_id)
+    host.signal(signal.SIGTERM)
+    host.wait_for_event("draining")
+    host.signal(signal.SIGINT)
+    assert host.wait(timeout=10) == 0
+    assert job(engine, job_id)["status"] == "queued"
+
+
+def test_child_over_the_hard_memory_limit_is_killed(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "eat", {"mib": 400, "seconds": 5}, max_attempts=10)
+    start_host(*FAST, "--hard-rss-mib", "250", "--max-crashes", "1")
+    row = ended(engine, job_id)
+    assert row["status"] == "failed"
+    assert row["error"] == "eat kept crashing its worker: memory limit x1"
+
+
+def test_child_over_the_soft_memory_limit_is_recycled_after_its_job(
+    engine: Engine, start_host: StartHost
+) -> None:
+    first = enqueue(engine, "eat", {"mib": 200, "seconds": 1.5})
+    host = start_host(*FAST, "--concurrency", "1", "--soft-rss-mib", "150")
+    pid = running_child(engine, first)
+    assert ended(engine, first)["status"] == "completed"
+    wait_for(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    )
+    second = enqueue(engine, "sleep", {"seconds": 0.1})
+    assert ended(engine, second)["status"] == "completed"
+    assert job(engine, second)["child_pid"] is None
+    assert host.events("child over the soft memory limit; recycling after its job")
+
+
+def test_children_dying_too_fast_make_the_host_back_off_and_say_so(
+    engine: Engine, start_host: StartHost
+) -> None:
+    for _ in range(4):
+        enqueue(engine, "crash", {"signal": "SIGKILL"}, max_attempts=10)
+    host = start_host(*FAST, "--max-crashes", "10")
+    event = host.wait_for_event("host unhealthy: children keep dying; spawning backs off")
+    assert event["backoff_seconds"] >= 1.0
+    assert host.process.poll() is None
+
+
+def test_children_die_with_the_host(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "sleep", {"seconds": 60})
+    host = start_host(*FAST)
+    pid = running_child(engine, job_id)
+    host.process.kill()
+    host.process.wait()
+    assert wait_for(
+        lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+        5,
+    )
+
+
+def test_status_lists_running_jobs_with_their_child(
+    engine: Engine, start_host: StartHost, database_url: str
+) -> None:
+    import json
+
+    job_id = enqueue(engine, "sleep", {"seconds": 60})
+    host = start_host(*FAST)
+    pid = running_child(engine, job_id)
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "status", "--json", "--database-url", database_url],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    )  # fmt: skip
+    (running,) = json.loads(result.stdout)["running"]
+    assert running["job_id"] == job_id and running["child_pid"] == pid and running["attempt"] == 1
+    assert set(running) == {
+        "job_id",
+        "kind",
+        "build_id",
+        "attempt",
+        "locked_by",
+        "child_pid",
+        "lease_expires_at",
+    }
+    host.stop()

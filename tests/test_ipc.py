@@ -1,0 +1,142 @@
+"""The wire format: round trips, and garbage that is refused, never crashes, never hangs."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ipc.framing import MAX_FRAME_BYTES, FrameReader, encode, recv_message, send_message
+from ipc.messages import (
+    TO_CHILD,
+    TO_PARENT,
+    Accepted,
+    Done,
+    Failed,
+    Hello,
+    Progress,
+    ProtocolError,
+    Run,
+    Stop,
+)
+
+
+def frame(obj: object) -> bytes:
+    body = msgpack.packb(obj)
+    return struct.pack(">I", len(body)) + body
+
+
+def test_messages_round_trip_through_a_socket() -> None:
+    parent, child = socket.socketpair()
+    run = Run(job_id=7, kind="capture", attempt=2, payload={"snapshots": [{"name": "a"}]})
+    send_message(parent, run)
+    assert recv_message(child, TO_CHILD) == run
+    sent = [
+        Hello(1, 99, "libvips 8.18"),
+        Accepted(7),
+        Progress(7, {"done": 1}),
+        Done(7, {"x": [1]}),
+    ]
+    for message in sent:
+        send_message(child, message)
+    reader = FrameReader(TO_PARENT)
+    received: list[object] = []
+    while len(received) < len(sent):
+        received += reader.feed(parent.recv(65536))
+    assert received == sent
+
+
+def test_reader_reassembles_frames_split_at_every_byte() -> None:
+    data = encode(Failed(3, "boom")) + encode(Accepted(4))
+    reader = FrameReader(TO_PARENT)
+    received = [message for byte in data for message in reader.feed(bytes([byte]))]
+    assert received == [Failed(3, "boom"), Accepted(4)]
+    assert reader.pending == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (struct.pack(">I", MAX_FRAME_BYTES + 1), "exceeds the limit"),
+        (struct.pack(">I", 3) + b"\xc1\xc1\xc1", "undecodable"),
+        (frame([1, 2, 3]), "expected a message map"),
+        (frame({"type": "launch"}), "unexpected message type"),
+        (frame({"type": "failed", "job_id": 1}), "missing field"),
+        (frame({"type": "accepted", "job_id": "1"}), "has type str"),
+        (frame({"type": "accepted", "job_id": True}), "has type bool"),
+        (frame({"type": "accepted", "job_id": 1, "extra": 0}), "unknown fields"),
+        (
+            frame({"type": "run", "job_id": 1, "kind": "x", "attempt": 1, "payload": None}),
+            "unexpected",
+        ),
+    ],
+)
+def test_garbled_frames_are_protocol_errors(data: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError, match=reason):
+        list(FrameReader(TO_PARENT).feed(data))
+
+
+def test_oversized_frame_is_refused_from_its_header_alone() -> None:
+    reader = FrameReader(TO_PARENT)
+    with pytest.raises(ProtocolError, match="exceeds"):
+        list(reader.feed(struct.pack(">I", 2**31)))
+
+
+def test_a_peer_closing_mid_frame_is_a_protocol_error_not_a_hang() -> None:
+    parent, child = socket.socketpair()
+    parent.sendall(encode(Stop())[:3])
+    parent.close()
+    with pytest.raises(ProtocolError, match="closed mid-frame"):
+        recv_message(child, TO_CHILD)
+
+
+def test_oversized_message_is_refused_by_the_sender() -> None:
+    with pytest.raises(ProtocolError, match="exceeds"):
+        encode(Done(1, "x" * (MAX_FRAME_BYTES + 1)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=512), st.integers(min_value=1, max_value=64))
+def test_decoder_fed_arbitrary_bytes_yields_messages_or_a_protocol_error(
+    data: bytes, chunk: int
+) -> None:
+    reader = FrameReader(TO_PARENT)
+    try:
+        for start in range(0, len(data), chunk):
+            for message in reader.feed(data[start : start + chunk]):
+                assert type(message) in TO_PARENT.values()
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            ["type", "job_id", "error", "result", "detail", "pid", "engine", "version"]
+        ),
+        st.one_of(
+            st.integers(min_value=-(2**63), max_value=2**64 - 1),
+            st.text(max_size=8),
+            st.none(),
+            st.binary(max_size=4),
+            st.booleans(),
+        ),
+    )
+)
+def test_decoder_fed_arbitrary_maps_never_fails_otherwise(obj: dict[str, object]) -> None:
+    with contextlib.suppress(ProtocolError):
+        list(FrameReader(TO_PARENT).feed(frame(obj)))
+
+
+def test_messages_before_a_bad_frame_are_delivered_before_the_error() -> None:
+    delivered = []
+    with pytest.raises(ProtocolError):
+        for message in FrameReader(TO_PARENT).feed(encode(Accepted(9)) + b"\x00\x00\x00\x01\xc1"):
+            delivered.append(message)
+    assert delivered == [Accepted(9)]
