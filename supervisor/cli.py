@@ -12,14 +12,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from supervisor import build_view, cancel, logs, projects, status, uploads
+from supervisor import build_view, cancel, demo, logs, projects, status, uploads
 from supervisor.cadence import Cadence
 from supervisor.config import HostSettings, default_artifacts, default_database_url
 from supervisor.db import DatabaseUnavailable, connect
 from supervisor.migrate import upgrade
-
-#: Exit status of a command that is not built yet, and of a usage error.
-EXIT_USAGE = 2
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -154,14 +151,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def not_built(name: str) -> Command:
-    def command(_args: argparse.Namespace) -> int:
-        print(f"supervisor {name}: not built yet", file=sys.stderr)
-        return EXIT_USAGE
-
-    return command
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m supervisor",
@@ -196,7 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     projects.add_arguments(
         add("project", projects.cmd_project, "show or change a project's diff settings")
     )
-    add("demo", not_built("demo"), "make demo screenshots, run two builds, print the outcome")
+    # The demo prints its own story; the host's log is kept to warnings unless asked.
+    add(
+        "demo", demo.cmd_demo, "make demo screenshots, run two builds, print the outcome"
+    ).set_defaults(log_level=_env("LOG_LEVEL", "warning"))
     return parser
 
 

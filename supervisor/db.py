@@ -43,7 +43,9 @@ def connect(url: str, *, pool_size: int = 5) -> Engine:
     return create_engine(
         url,
         pool_size=pool_size,
-        pool_pre_ping=True,
+        # No pre-ping: it costs a round trip per transaction, and a connection that died with a
+        # restarted server fails its next call as `DatabaseUnavailable`, which callers retry
+        # (the pool then drops every connection of the old server).
         pool_recycle=1800,
         connect_args={
             "connect_timeout": CONNECT_TIMEOUT_SECONDS,

@@ -12,7 +12,8 @@ database on PostgreSQL, so hosts with drifting clocks still agree on who holds a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -20,14 +21,18 @@ from typing import Any, Literal
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Insert,
+    Integer,
+    Interval,
     Row,
+    Update,
     and_,
+    bindparam,
     func,
     insert,
-    literal,
-    or_,
     select,
     text,
+    union_all,
     update,
 )
 
@@ -107,19 +112,47 @@ def backoff_seconds(attempt: int, base: float, cap: float) -> float:
     return float(min(cap, base * 2 ** max(attempt - 1, 0)))
 
 
-def _at(conn: Connection, seconds: float = 0.0) -> ColumnElement[datetime]:
-    """The time `seconds` from now, by the database's clock on PostgreSQL."""
+def _moment(dialect: str, name: str) -> ColumnElement[datetime]:
+    """A moment bound as `name`: now plus an interval on PostgreSQL (its clock), a time on SQLite."""
+    if dialect == "postgresql":
+        return func.now() + bindparam(name, type_=Interval())
+    return bindparam(name, type_=UtcDateTime())
+
+
+def _moments(conn: Connection, **offsets: float) -> dict[str, Any]:
+    """Values for `_moment` parameters, each `offsets[name]` seconds from now."""
     if is_postgres(conn):
-        return func.now() + timedelta(seconds=seconds)
-    return literal(datetime.now(UTC) + timedelta(seconds=seconds), UtcDateTime())
+        return {name: timedelta(seconds=seconds) for name, seconds in offsets.items()}
+    now = datetime.now(UTC)
+    return {name: now + timedelta(seconds=seconds) for name, seconds in offsets.items()}
 
 
 def _notify(conn: Connection, payload: str) -> None:
     """Wake listening hosts when this transaction commits (PostgreSQL delivers NOTIFY on commit)."""
     if is_postgres(conn):
-        conn.execute(
-            text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload}
+        conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})
+
+
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
+
+# Statements are built once per dialect (and so compiled once): the claim and settle paths run
+# for every job, and building a statement costs more than running it.
+
+
+@functools.cache
+def _enqueue_statement(dialect: str) -> Insert:
+    return (
+        insert(jobs)
+        .values(
+            kind=bindparam("new_kind"),
+            data=bindparam("new_data"),
+            build_id=bindparam("new_build_id"),
+            shard_id=bindparam("new_shard_id"),
+            max_attempts=bindparam("new_max_attempts"),
+            run_at=_moment(dialect, "run_at"),
         )
+        .returning(jobs.c.id)
+    )
 
 
 def enqueue(
@@ -133,58 +166,98 @@ def enqueue(
     delay_seconds: float = 0.0,
 ) -> int:
     """Queue a job (and NOTIFY in the same transaction); returns its id."""
-    job_id: int = conn.execute(
-        insert(jobs)
-        .values(
-            kind=kind,
-            data=dict(data),
-            build_id=build_id,
-            shard_id=shard_id,
-            max_attempts=max_attempts,
-            run_at=_at(conn, delay_seconds),
-        )
-        .returning(jobs.c.id)
-    ).scalar_one()
+    params = {
+        "new_kind": kind,
+        "new_data": dict(data),
+        "new_build_id": build_id,
+        "new_shard_id": shard_id,
+        "new_max_attempts": max_attempts,
+        **_moments(conn, run_at=delay_seconds),
+    }
+    job_id: int = conn.execute(_enqueue_statement(conn.dialect.name), params).scalar_one()
     _notify(conn, "job")
     return job_id
+
+
+@functools.cache
+def _claim_statement(dialect: str) -> Update:
+    """Running jobs whose lease expired first, then due queued jobs in `run_at` order.
+
+    Each branch is its own locking read so that each can walk its partial index in order and
+    stop at the limit (an OR of the two cannot use either index that way: it would read and
+    sort every claimable row).
+    """
+    now = _moment(dialect, "now")
+    limit = bindparam("limit", type_=Integer())
+    expired = (
+        select(jobs.c.id)
+        .where(
+            jobs.c.status == "running",
+            jobs.c.lease_expires_at < now,
+            jobs.c.attempt < jobs.c.max_attempts,
+            jobs.c.cancel_requested.is_(False),
+        )
+        .order_by(jobs.c.lease_expires_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .cte("expired")
+        .prefix_with("MATERIALIZED")
+    )
+    due = (
+        select(jobs.c.id)
+        .where(jobs.c.status == "queued", jobs.c.run_at <= now)
+        .order_by(jobs.c.run_at, jobs.c.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .cte("due")
+        .prefix_with("MATERIALIZED")
+    )
+    picked = union_all(select(expired.c.id), select(due.c.id)).limit(limit).subquery("picked")
+    return (
+        update(jobs)
+        .where(jobs.c.id == picked.c.id)
+        .values(
+            status="running",
+            attempt=jobs.c.attempt + 1,
+            locked_by=bindparam("claimer"),
+            lease_expires_at=_moment(dialect, "lease_until"),
+            child_pid=None,
+        )
+        .returning(*jobs.c)
+    )
 
 
 def claim(conn: Connection, locked_by: str, limit: int, lease_seconds: float) -> list[Job]:
     """Take up to `limit` due jobs, and running jobs whose lease expired, in one statement."""
     if limit <= 0:
         return []
-    now = _at(conn)
-    claimable = or_(
-        and_(jobs.c.status == "queued", jobs.c.run_at <= now),
-        and_(
-            jobs.c.status == "running",
-            jobs.c.lease_expires_at < now,
-            jobs.c.attempt < jobs.c.max_attempts,
-            jobs.c.cancel_requested.is_(False),
-        ),
-    )
-    picked = (
-        select(jobs.c.id)
-        .where(claimable)
-        .order_by(jobs.c.run_at, jobs.c.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-        .prefix_with("MATERIALIZED")
-    )
-    rows = conn.execute(
-        update(jobs)
-        .where(jobs.c.id == picked.c.id)
-        .values(
-            status="running",
-            attempt=jobs.c.attempt + 1,
-            locked_by=locked_by,
-            lease_expires_at=_at(conn, lease_seconds),
-            child_pid=None,
-        )
-        .returning(*jobs.c)
-    ).all()
+    params = {
+        "limit": limit,
+        "claimer": locked_by,
+        **_moments(conn, now=0, lease_until=lease_seconds),
+    }
+    rows = conn.execute(_claim_statement(conn.dialect.name), params).all()
     return sorted((Job.from_row(row) for row in rows), key=lambda job: job.id)
+
+
+@functools.cache
+def _expire_statements(dialect: str) -> tuple[tuple[JobStatus, str, Update], ...]:
+    expired = and_(jobs.c.status == "running", jobs.c.lease_expires_at < _moment(dialect, "now"))
+    endings: tuple[tuple[JobStatus, str, ColumnElement[bool]], ...] = (
+        ("cancelled", CANCELLED_ERROR, jobs.c.cancel_requested.is_(True)),
+        ("failed", LEASE_EXHAUSTED_ERROR, jobs.c.attempt >= jobs.c.max_attempts),
+    )
+    return tuple(
+        (
+            status,
+            error,
+            update(jobs)
+            .where(expired, condition)
+            .values(_ended(dialect, status, error))
+            .returning(*jobs.c),
+        )
+        for status, error, condition in endings
+    )
 
 
 def expire_leases(conn: Connection) -> list[Job]:
@@ -193,71 +266,114 @@ def expire_leases(conn: Connection) -> list[Job]:
     A job on its final attempt is failed (`LEASE_EXHAUSTED_ERROR`); one whose cancel was asked is
     cancelled. Returned as they are now, so the caller can close their shards and builds.
     """
-    now = _at(conn)
-    expired = and_(jobs.c.status == "running", jobs.c.lease_expires_at < now)
-    ended: list[Job] = []
-    endings: tuple[tuple[JobStatus, str, ColumnElement[bool]], ...] = (
-        ("cancelled", CANCELLED_ERROR, jobs.c.cancel_requested.is_(True)),
-        ("failed", LEASE_EXHAUSTED_ERROR, jobs.c.attempt >= jobs.c.max_attempts),
-    )
-    for status, error, condition in endings:
-        rows = conn.execute(
-            update(jobs)
-            .where(expired, condition)
-            .values(_ended(conn, status, error))
-            .returning(*jobs.c)
-        ).all()
-        ended.extend(Job.from_row(row) for row in rows)
-    return ended
+    params = _moments(conn, now=0, ended_at=0)
+    return [
+        Job.from_row(row)
+        for _status, _error, statement in _expire_statements(conn.dialect.name)
+        for row in conn.execute(statement, params)
+    ]
 
 
-def _fenced(lease: Lease) -> ColumnElement[bool]:
-    return and_(
-        jobs.c.id == lease.job_id,
-        jobs.c.attempt == lease.attempt,
-        jobs.c.locked_by == lease.locked_by,
-        jobs.c.status == "running",
-    )
+_FENCE = and_(
+    jobs.c.id == bindparam("fence_id"),
+    jobs.c.attempt == bindparam("fence_attempt"),
+    jobs.c.locked_by == bindparam("fence_locked_by"),
+    jobs.c.status == "running",
+)
 
 
-def _ended(conn: Connection, status: JobStatus, error: str | None) -> dict[str, Any]:
+def _fence(lease: Lease) -> dict[str, Any]:
+    return {
+        "fence_id": lease.job_id,
+        "fence_attempt": lease.attempt,
+        "fence_locked_by": lease.locked_by,
+    }
+
+
+def _ended(dialect: str, status: JobStatus, error: str | None) -> dict[str, Any]:
     return {
         "status": status,
         "error": error,
-        "finished_at": _at(conn),
+        "finished_at": _moment(dialect, "ended_at"),
         "locked_by": None,
         "lease_expires_at": None,
         "child_pid": None,
     }
 
 
-def _update_fenced(conn: Connection, lease: Lease, values: Mapping[str, Any]) -> bool:
-    return conn.execute(update(jobs).where(_fenced(lease)).values(**values)).rowcount == 1
+def _requeued(dialect: str) -> dict[str, Any]:
+    return {
+        "status": "queued",
+        "run_at": _moment(dialect, "run_at"),
+        "locked_by": None,
+        "lease_expires_at": None,
+        "child_pid": None,
+    }
+
+
+_CRASHES = {
+    "crashes": bindparam("new_crashes"),
+    "crash_causes": bindparam("new_crash_causes", type_=jobs.c.crash_causes.type),
+}
+
+#: Each fenced verb: what it sets, given the dialect.
+_FENCED: dict[str, Callable[[str], dict[str, Any]]] = {
+    "renew": lambda d: {"lease_expires_at": _moment(d, "lease_until")},
+    "renew_with_pid": lambda d: {
+        "lease_expires_at": _moment(d, "lease_until"),
+        "child_pid": bindparam("new_child_pid"),
+    },
+    "ack": lambda d: _ended(d, "completed", None),
+    "fail": lambda d: _ended(d, "failed", None) | {"error": bindparam("new_error")},
+    "fail_crashed": lambda d: (
+        _ended(d, "failed", None) | {"error": bindparam("new_error")} | _CRASHES
+    ),
+    "retry": lambda d: _requeued(d) | {"error": bindparam("new_error")},
+    "retry_crashed": lambda d: _requeued(d) | {"error": bindparam("new_error")} | _CRASHES,
+    "release": lambda d: _requeued(d) | {"attempt": jobs.c.attempt - 1},
+    "cancel": lambda d: _ended(d, "cancelled", CANCELLED_ERROR),
+}
+
+
+@functools.cache
+def _fenced_statement(dialect: str, verb: str) -> Update:
+    return update(jobs).where(_FENCE).values(_FENCED[verb](dialect))
+
+
+def _update_fenced(conn: Connection, verb: str, lease: Lease, **params: Any) -> bool:
+    statement = _fenced_statement(conn.dialect.name, verb)
+    return conn.execute(statement, _fence(lease) | params).rowcount == 1
+
+
+def _crashes(crash_causes: Sequence[str]) -> dict[str, Any]:
+    return {"new_crashes": len(crash_causes), "new_crash_causes": list(crash_causes)}
 
 
 def renew(
     conn: Connection, lease: Lease, lease_seconds: float, child_pid: int | None = None
 ) -> bool:
     """Extend the lease (and record the child running it); False when the job is no longer ours."""
-    values: dict[str, Any] = {"lease_expires_at": _at(conn, lease_seconds)}
-    if child_pid is not None:
-        values["child_pid"] = child_pid
-    return _update_fenced(conn, lease, values)
+    until = _moments(conn, lease_until=lease_seconds)
+    if child_pid is None:
+        return _update_fenced(conn, "renew", lease, **until)
+    return _update_fenced(conn, "renew_with_pid", lease, new_child_pid=child_pid, **until)
 
 
 def ack(conn: Connection, lease: Lease) -> bool:
     """The job succeeded."""
-    return _update_fenced(conn, lease, _ended(conn, "completed", None))
+    return _update_fenced(conn, "ack", lease, **_moments(conn, ended_at=0))
 
 
 def fail(
     conn: Connection, lease: Lease, error: str, crash_causes: Sequence[str] | None = None
 ) -> bool:
     """The job failed for good (final attempt, malformed, no handler, crashed too often)."""
-    values = _ended(conn, "failed", error)
-    if crash_causes is not None:
-        values |= {"crashes": len(crash_causes), "crash_causes": list(crash_causes)}
-    return _update_fenced(conn, lease, values)
+    moments = _moments(conn, ended_at=0)
+    if crash_causes is None:
+        return _update_fenced(conn, "fail", lease, new_error=error, **moments)
+    return _update_fenced(
+        conn, "fail_crashed", lease, new_error=error, **moments, **_crashes(crash_causes)
+    )
 
 
 def retry(
@@ -267,31 +383,23 @@ def retry(
     delay_seconds: float,
     crash_causes: Sequence[str] | None = None,
 ) -> bool:
-    """Put the job back to run again after `delay_seconds`; `crash_causes` when a child died on it."""
-    values = _requeued(conn, delay_seconds) | {"error": error}
-    if crash_causes is not None:
-        values |= {"crashes": len(crash_causes), "crash_causes": list(crash_causes)}
-    return _update_fenced(conn, lease, values)
+    """Put the job back to run after `delay_seconds`; `crash_causes` when a child died on it."""
+    moments = _moments(conn, run_at=delay_seconds)
+    if crash_causes is None:
+        return _update_fenced(conn, "retry", lease, new_error=error, **moments)
+    return _update_fenced(
+        conn, "retry_crashed", lease, new_error=error, **moments, **_crashes(crash_causes)
+    )
 
 
 def release(conn: Connection, lease: Lease) -> bool:
     """Give the job back untouched (a draining host): queued again, the attempt not spent."""
-    return _update_fenced(conn, lease, _requeued(conn, 0.0) | {"attempt": jobs.c.attempt - 1})
-
-
-def _requeued(conn: Connection, delay_seconds: float) -> dict[str, Any]:
-    return {
-        "status": "queued",
-        "run_at": _at(conn, delay_seconds),
-        "locked_by": None,
-        "lease_expires_at": None,
-        "child_pid": None,
-    }
+    return _update_fenced(conn, "release", lease, **_moments(conn, run_at=0))
 
 
 def cancel(conn: Connection, lease: Lease) -> bool:
     """A running job whose cancel was asked has stopped: record it cancelled."""
-    return _update_fenced(conn, lease, _ended(conn, "cancelled", CANCELLED_ERROR))
+    return _update_fenced(conn, "cancel", lease, **_moments(conn, ended_at=0))
 
 
 def request_cancel(conn: Connection, build_id: int) -> tuple[list[Job], int]:
@@ -300,12 +408,14 @@ def request_cancel(conn: Connection, build_id: int) -> tuple[list[Job], int]:
     The hosts running the flagged ones see the flag within their cancel check (at once with NOTIFY),
     stop the child and record the job cancelled.
     """
+    dialect = conn.dialect.name
     mine = and_(jobs.c.build_id == build_id, jobs.c.cancel_requested.is_(False))
     cancelled = conn.execute(
         update(jobs)
         .where(mine, jobs.c.status == "queued")
-        .values(_ended(conn, "cancelled", CANCELLED_ERROR) | {"cancel_requested": True})
-        .returning(*jobs.c)
+        .values(_ended(dialect, "cancelled", CANCELLED_ERROR) | {"cancel_requested": True})
+        .returning(*jobs.c),
+        _moments(conn, ended_at=0),
     ).all()
     flagged = conn.execute(
         update(jobs).where(mine, jobs.c.status == "running").values(cancel_requested=True)

@@ -118,3 +118,37 @@ def test_listener_falls_back_when_its_connection_drops(own_postgres: TemporaryPo
     assert listener.drain() == []
     assert not listener.connected
     assert listener.connect()
+
+
+def test_claim_walks_the_partial_index_of_queued_jobs(postgres_url: str) -> None:
+    from datetime import timedelta
+
+    from supervisor.queue import _claim_statement
+
+    engine = connect(postgres_url)
+    with transaction(engine) as conn:
+        conn.execute(text("TRUNCATE jobs RESTART IDENTITY CASCADE"))
+        conn.execute(
+            jobs.insert(),
+            [{"kind": "noop", "data": {}, "status": "completed"} for _ in range(20000)],
+        )
+        conn.execute(jobs.insert(), [{"kind": "noop", "data": {"n": n}} for n in range(5000)])
+    with engine.connect() as conn:
+        conn.execute(text("ANALYZE jobs"))
+        compiled = _claim_statement("postgresql").compile(dialect=conn.dialect)
+        params = {
+            "limit": 8,
+            "claimer": "h",
+            "now": timedelta(0),
+            "lease_until": timedelta(seconds=60),
+        }
+        plan = "\n".join(
+            row[0]
+            for row in conn.exec_driver_sql(
+                f"EXPLAIN {compiled.string}", compiled.construct_params(params)
+            )
+        )
+        conn.rollback()
+    engine.dispose()
+    assert "ix_jobs_queued_run_at" in plan and "ix_jobs_running_lease" in plan, plan
+    assert "Sort" not in plan.split("CTE due")[1].split("CTE")[0], plan
