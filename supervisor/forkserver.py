@@ -8,6 +8,7 @@ adopted by, reaped by, and die with the parent. The parent itself never imports 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -55,14 +56,20 @@ class ForkServer:
                 from child.forkserver import serve
 
                 serve(theirs, supervisor_pid)
+            except BaseException as error:
+                with contextlib.suppress(OSError):
+                    theirs.sendall(b"E" + f"{type(error).__name__}: {error}".encode()[:4000])
             finally:
                 os._exit(70)
         theirs.close()
-        if not select.select([ours], [], [], READY_TIMEOUT_SECONDS)[0] or ours.recv(1) != b"R":
+        if not select.select([ours], [], [], READY_TIMEOUT_SECONDS)[0]:
             os.kill(pid, signal.SIGKILL)
-            raise ForkServerError(
-                "the fork server did not start (it could not import the child code)"
-            )
+            raise ForkServerError("the fork server did not start in time")
+        answer = ours.recv(4096)
+        if answer != b"R":
+            os.waitpid(pid, 0)
+            why = answer[1:].decode(errors="replace") or "it exited"
+            raise ForkServerError(f"the fork server could not load the child code: {why}")
         log.debug("fork server ready", pid=pid)
         return cls(pid, ours)
 

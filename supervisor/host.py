@@ -14,6 +14,7 @@ import random
 import select
 import signal
 import socket
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,7 @@ from supervisor import queue, scratch
 from supervisor.config import HostSettings
 from supervisor.db import DatabaseUnavailable, connect, is_postgres, transaction
 from supervisor.deaths import OomCounter, death_cause
-from supervisor.forkserver import ForkServer
+from supervisor.forkserver import ForkServer, ForkServerError
 from supervisor.kinds import Kind, registered_kinds
 from supervisor.pool import Child, Pool
 from supervisor.settle import Running, Settler
@@ -143,25 +144,33 @@ class Host:
 
     def start(self) -> int:
         scratch.sweep(self.settings.artifacts, self.log)
+        try:
+            fork_server = ForkServer.start()
+        except ForkServerError as error:
+            return self.refuse(str(error))
         self.pool = Pool(
-            ForkServer.start(), self.sizing.threads_per_child, self.settings.max_jobs_per_child
+            fork_server, self.sizing.threads_per_child, self.settings.max_jobs_per_child
         )
         self.install_signal_handlers()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
         engine_error = self.check_engine()
         if engine_error is not None:
-            self.log.error("image engine cannot load; not claiming", error=engine_error)
-            print(f"supervisor run: the image engine cannot load: {engine_error}", flush=True)
             self.pool.kill_all("engine check failed")
             self.pool.wait_all(5.0)
             self.pool.fork_server.stop()
-            return EXIT_NO_ENGINE
+            return self.refuse(engine_error)
         self.engine = connect(self.settings.database_url, pool_size=2)
         self.settler = Settler(self.engine, self.settings, self.kinds, self.pool, self.log)
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url)
             self.listener.connect()
         return 0
+
+    def refuse(self, why: str) -> int:
+        """A host that cannot diff must not claim: say why and leave."""
+        self.log.error("image engine cannot load; not claiming", error=why)
+        print(f"supervisor run: the image engine cannot load: {why}", file=sys.stderr, flush=True)
+        return EXIT_NO_ENGINE
 
     def check_engine(self) -> str | None:
         """Start the first child and read its hello: None when it computed with libvips."""

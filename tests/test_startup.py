@@ -1,0 +1,113 @@
+"""What `run` checks before it claims, and the lines between parent and child code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import structlog
+
+from supervisor import scratch
+from supervisor.db import connect
+from supervisor.migrate import upgrade
+from tests.hosts import ROOT
+
+BROKEN_IMPORT = 'raise ImportError("libvips.so.42: cannot open shared object file")\n'
+BROKEN_OPERATIONS = textwrap.dedent(
+    """
+    class Error(Exception):
+        pass
+
+    class Image:
+        @staticmethod
+        def black(width, height):
+            raise Error('VipsOperation: class "black" not found')
+
+    def concurrency_set(threads):
+        pass
+
+    def version(flag):
+        return 0
+    """
+)
+
+
+def run_python(
+    code: str, *, extra_path: Path | None = None, cwd: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
+    path = os.pathsep.join(str(part) for part in (extra_path, ROOT) if part)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True, text=True, cwd=cwd, timeout=120, env={**os.environ, "PYTHONPATH": path},
+    )  # fmt: skip
+
+
+def test_the_parent_never_imports_pyvips(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        import supervisor.cli, supervisor.demo, supervisor.capture_kind, supervisor.report
+        from supervisor.config import HostSettings
+        from supervisor.host import Host
+        host = Host(HostSettings(database_url="sqlite:///{tmp_path}/db.sqlite", artifacts=Path("{tmp_path}"), concurrency=1))
+        assert host.start() == 0
+        host.shutdown()
+        print(sorted(name for name in sys.modules if name.split(".")[0] in ("pyvips", "child")))
+        """
+    )
+    upgrade(connect(f"sqlite:///{tmp_path}/db.sqlite"))
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_child_code_imports_no_database_code() -> None:
+    code = (
+        "import sys, child.main, child.capture, child.diff, child.forkserver, child.handlers\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('sqlalchemy', 'psycopg', 'supervisor', 'alembic')))"
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("fake", "reason"),
+    [
+        (BROKEN_IMPORT, "ImportError: libvips.so.42: cannot open shared object file"),
+        (BROKEN_OPERATIONS, 'class "black" not found'),
+    ],
+)
+def test_host_refuses_to_claim_when_the_image_engine_cannot_load(
+    tmp_path: Path, fake: str, reason: str
+) -> None:
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "pyvips.py").write_text(fake)
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    upgrade(connect(url))
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--database-url", url, "--artifacts", str(tmp_path / "a")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{ROOT}"},
+    )  # fmt: skip
+    assert result.returncode == 3
+    assert "the image engine cannot load" in result.stderr and reason in result.stderr
+
+
+def test_scratch_of_dead_children_is_swept_at_start(tmp_path: Path) -> None:
+    folder = scratch.folder(tmp_path)
+    folder.mkdir(parents=True)
+    dead = subprocess.run(["true"], check=True)  # a pid that has exited
+    assert dead.returncode == 0
+    gone = folder / "999999-diff.png.tmp"
+    unowned = folder / "leftover.tmp"
+    alive = folder / f"{os.getpid()}-diff.png.tmp"
+    for path in (gone, unowned, alive):
+        path.write_bytes(b"x")
+    assert scratch.sweep(tmp_path, structlog.get_logger()) == 2
+    assert [path.name for path in folder.iterdir()] == [alive.name]
