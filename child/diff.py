@@ -9,10 +9,11 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
 2. a header-only size check refuses images above ``max_pixels`` before any pixel is allocated;
 3. both images are decoded once to 8-bit RGBA the way pngjs does (16-bit rounded, grey and
    palette expanded, opaque alpha added), so pixelmatch sees the same bytes;
-4. exact pixel gate: which pixels differ at all, and their bounding box;
-5. inside that box only, the colour metric, vectorised as libvips band arithmetic;
-6. pixelmatch's anti-aliasing detector (Vysniauskas 2009), also vectorised over the box, and
-   applied to the pixels that fail the colour test;
+4. exact pixel gate: the pixels whose RGBA differ at all (pixelmatch's ``a32[i] === b32[i]``);
+   none means ``unchanged``, and every later step looks at these pixels only;
+5. the colour metric on those pixels, vectorised with numpy;
+6. pixelmatch's anti-aliasing detector (Vysniauskas 2009) on the pixels that fail the colour
+   test only, as pixelmatch runs it, also vectorised;
 7. optionally (on by default) a finer ``flat_threshold`` where both images are flat.
 
 Images of different sizes are ``changed``: the overlap is compared and the rest of the union
@@ -28,8 +29,11 @@ to pixels with 3+ identical neighbours in both images, which pixelmatch's own de
 out as anti-aliasing: a recoloured button face is caught, edge noise is not. With
 ``flat_threshold=None`` the counts are pixelmatch's exactly.
 
-libvips operations run only inside functions: the fork server imports this module but must
-never start a libvips operation in the parent.
+Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and
+the per-pixel formulas below are pixelmatch's, evaluated in float64 like JavaScript numbers,
+for an array of pixels at a time. libvips decodes and writes the PNGs; its operations run only
+inside functions: the fork server imports this module but must never start a libvips
+operation in the parent.
 """
 
 from __future__ import annotations
@@ -41,11 +45,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 import pyvips
 
 Metric = Literal["yiq", "oklab"]
-# A colour test over a box: threshold -> 255 where a pixel's colour distance exceeds it.
-ColourTest = Callable[[float], pyvips.Image]
+Pixels = npt.NDArray[np.uint8]  # height x width x RGBA
+Words = npt.NDArray[np.uint32]  # one pixel's RGBA bytes as one 32-bit word
+Indices = npt.NDArray[np.intp]  # pixel numbers i = y * width + x
+Counts = npt.NDArray[np.uint8]  # of neighbours, 0 to 9
+Ints = npt.NDArray[np.int32]
+Floats = npt.NDArray[np.float64]
+Flags = npt.NDArray[np.bool_]
+# A colour test over the changed pixels: threshold -> True where the distance exceeds it.
+ColourTest = Callable[[float], Flags]
 
 # 35215 is the maximum possible value of the YIQ difference (pixelmatch 7, index.js).
 YIQ_MAX_DELTA = 35215
@@ -89,13 +102,24 @@ class ImageError(Exception):
 
 
 @dataclass(frozen=True)
-class _Box:
-    """A rectangle in overlap coordinates, right and bottom edges excluded."""
+class _Overlap:
+    """Both images over the area they share, pixel ``i = y * width + x`` as one 32-bit word of
+    its RGBA bytes, so that equality is one comparison (pixelmatch's ``a32``, ``b32``)."""
 
-    left: int
-    top: int
+    a32: Words
+    b32: Words
     width: int
     height: int
+
+    @classmethod
+    def of(cls, base: Pixels, fresh: Pixels) -> _Overlap:
+        height, width = min(base.shape[0], fresh.shape[0]), min(base.shape[1], fresh.shape[1])
+        # Copies only when the sizes differ; equal sizes are already one contiguous block.
+        a32, b32 = (
+            np.ascontiguousarray(image[:height, :width]).view(np.uint32).ravel()
+            for image in (base, fresh)
+        )
+        return cls(a32, b32, width, height)
 
 
 def compare(
@@ -108,26 +132,24 @@ def compare(
 
     base = _decode(baseline, options.max_pixels)
     fresh = _decode(new, options.max_pixels)
-    union = max(base.width, fresh.width) * max(base.height, fresh.height)
-    overlap = _Box(0, 0, min(base.width, fresh.width), min(base.height, fresh.height))
-    a = base.crop(0, 0, overlap.width, overlap.height)
-    b = fresh.crop(0, 0, overlap.width, overlap.height)
+    union = max(base.shape[0], fresh.shape[0]) * max(base.shape[1], fresh.shape[1])
+    overlap = _Overlap.of(base, fresh)
     outside = union - overlap.width * overlap.height
 
-    box = None if outside == 0 and _same_pixels(a, b) else _changed_box(a, b)
-    counted = None if box is None else _counted_mask(a, b, box, overlap, options)
-    diff_pixels = outside + (0 if counted is None else _count(counted))
+    changed = np.flatnonzero(overlap.a32 != overlap.b32)
+    counted = changed[_counted(overlap, changed, options)]
+    diff_pixels = outside + counted.size
 
-    changed = diff_pixels > options.budget_pixels and diff_pixels > options.budget_ratio * union
-    written = changed and diff_path is not None
+    is_changed = diff_pixels > options.budget_pixels and diff_pixels > options.budget_ratio * union
+    written = is_changed and diff_path is not None
     if diff_path is not None and written:
-        _write_diff(diff_path, base, fresh, counted, box, overlap)
+        _write_diff(diff_path, base, fresh, counted, overlap)
     return DiffResult(
-        "changed" if changed else "unchanged",
+        "changed" if is_changed else "unchanged",
         diff_pixels,
         diff_pixels / union,
-        fresh.width,
-        fresh.height,
+        fresh.shape[1],
+        fresh.shape[0],
         options.metric,
         written,
     )
@@ -175,12 +197,13 @@ def _first_line(error: pyvips.Error) -> str:
     return detail[-1].strip() if detail else "unknown libvips error"
 
 
-def _decode(path: Path, max_pixels: int) -> pyvips.Image:
-    """Decode to 8-bit RGBA in memory, once, as pngjs hands pixels to pixelmatch.
+def _decode(path: Path, max_pixels: int) -> Pixels:
+    """Decode to 8-bit RGBA in memory, once, as pngjs hands pixels to pixelmatch: an array of
+    height x width x 4 bytes over libvips' own output buffer, not a copy.
 
     pngjs rounds 16-bit samples (``floor(v * 255 / 65535 + 0.5)``), repeats grey into R, G
     and B, expands palettes and adds an opaque alpha; libvips does the palette part when
-    loading, the rest is done here. Every later step reads this one memory copy.
+    loading, the rest is done here.
     """
     image = _open(path)
     _check_size(path, image.width, image.height, max_pixels)
@@ -193,183 +216,152 @@ def _decode(path: Path, max_pixels: int) -> pyvips.Image:
             image = grey.bandjoin([grey, grey] + ([alpha] if alpha is not None else []))
         if image.bands == 3:
             image = image.bandjoin_const([255])
-        return image.copy(interpretation="srgb").copy_memory()
+        data = image.write_to_memory()
     except pyvips.Error as error:
         raise ImageError(f"{path}: cannot decode image ({_first_line(error)})") from error
+    return np.frombuffer(data, np.uint8).reshape(image.height, image.width, 4)
 
 
-def _same_pixels(a: pyvips.Image, b: pyvips.Image) -> bool:
-    """pixelmatch's identical-buffer fast path: one memcmp over the decoded pixels."""
-    return bool(a.write_to_memory() == b.write_to_memory())
-
-
-def _changed_box(a: pyvips.Image, b: pyvips.Image) -> _Box | None:
-    """Exact pixel gate: the bounding box of pixels whose RGBA differ at all, or None.
-
-    One pass: per-column and per-row sums of the inequality mask give both the answer and
-    the box, so the colour metric below never looks at an unchanged row or column.
-    """
-    columns, rows = (a != b).bandor().project()
-    xs = [x for x, total in enumerate(columns.tolist()[0]) if total]
-    ys = [y for y, row in enumerate(rows.tolist()) if row[0]]
-    if not xs:
-        return None
-    return _Box(xs[0], ys[0], xs[-1] + 1 - xs[0], ys[-1] + 1 - ys[0])
-
-
-def _counted_mask(
-    a: pyvips.Image, b: pyvips.Image, box: _Box, overlap: _Box, options: DiffOptions
-) -> pyvips.Image:
-    """255 where a pixel of ``box`` counts as differing: it fails the colour test and, unless
-    ``count_aa``, is not anti-aliasing in either image (pixelmatch's main loop); or it fails
+def _counted(overlap: _Overlap, changed: Indices, options: DiffOptions) -> Flags:
+    """True where a changed pixel counts as differing: it fails the colour test and, unless
+    ``count_aa``, is anti-aliasing in neither image (pixelmatch's main loop); or it fails
     ``flat_threshold`` where both images are flat (3+ identical neighbours), which pixelmatch's
     detector itself rules out as anti-aliasing."""
-    a_box = a.crop(box.left, box.top, box.width, box.height)
-    b_box = b.crop(box.left, box.top, box.width, box.height)
     test = _yiq_test if options.metric == "yiq" else _oklab_test
-    fails = test(a_box, b_box, box, overlap.width)
+    fails = test(overlap, changed)
     counted = fails(options.threshold)
-    if options.count_aa and options.flat_threshold is None:
-        return counted
-    around = _Around(a, b, box, overlap, options.metric)
-    flat = around.flat()
     if not options.count_aa:
-        counted = around.drop_antialiased(counted)
+        counted[counted] = ~_antialiased_in_either(overlap, changed[counted], options.metric)
     if options.flat_threshold is not None:
-        counted = counted | (fails(options.flat_threshold) & flat)
-    return counted.copy_memory()  # read twice, to count and to draw: computed once
+        finer = fails(options.flat_threshold) & ~counted
+        counted[finer] = _flat(overlap, changed[finer])
+    return counted
 
 
-def _count(mask: pyvips.Image) -> int:
-    """Pixels set in a 0/255 mask, from its mean: one pass, no copy."""
-    area = int(mask.width) * int(mask.height)
-    return round(float(mask.avg()) * area / 255)
+# --- colour metrics, on the changed pixels --------------------------------------------------
 
 
-# --- colour metrics, vectorised over the box -----------------------------------------------
+def _channels(words: Words) -> Ints:
+    """R, G, B, A of each pixel word, as a last axis of int32, so that sums of products stay
+    exact integers."""
+    raw = np.ascontiguousarray(words).view(np.uint8)
+    return raw.reshape(*words.shape, 4).astype(np.int32)
 
 
-def _blended(
-    image: pyvips.Image, background: pyvips.Image | None
-) -> tuple[pyvips.Image, pyvips.Image]:
-    """RGB as doubles composited over ``background`` (pixelmatch blends semi-transparent
-    pixels before measuring); returns (rgb, alpha). Opaque boxes skip the blend."""
-    rgb = image.extract_band(0, n=3).cast("double")
-    alpha = image.extract_band(3).cast("double")
-    if background is None:
-        return rgb, alpha
-    return (rgb * alpha + background * (255 - alpha)) / 255, alpha
+def _luma(rgb: Floats) -> Floats:
+    """pixelmatch ``rgb2y`` over the last axis: R, G, B (or their differences)."""
+    return rgb[..., 0] * LUMA[0] + rgb[..., 1] * LUMA[1] + rgb[..., 2] * LUMA[2]
 
 
-def _is_opaque(a_box: pyvips.Image, b_box: pyvips.Image) -> bool:
-    return bool(a_box.extract_band(3).min() == 255 and b_box.extract_band(3).min() == 255)
+def _yiq_background(pixels: Indices) -> Ints:
+    """pixelmatch 7's pattern at byte offset ``k = 4i``: R 48 (``k % 2`` is always 0), G and B
+    48 or 207 from ``(k / phi | 0) % 2`` and ``(k / phi**2 | 0) % 2``."""
+    k = pixels * 4.0
+    green = 48 + 159 * (np.floor(k / 1.618033988749895) % 2)
+    blue = 48 + 159 * (np.floor(k / 2.618033988749895) % 2)
+    return np.stack([np.full_like(k, 48), green, blue], axis=-1).astype(np.int32)
 
 
-def _pixel_index(box: _Box, width: int) -> pyvips.Image:
-    """Index ``y * width + x`` of each box pixel in the overlap, as pixelmatch numbers them."""
-    xy = pyvips.Image.xyz(box.width, box.height).cast("double")
-    return (xy.extract_band(1) + box.top) * width + (xy.extract_band(0) + box.left)
+def _difference(rgba1: Ints, rgba2: Ints, background: Ints) -> Floats:
+    """pixelmatch 7 ``colorDelta``'s per-channel difference, semi-transparent pixels blended
+    over ``background``: ``(c1 * a1 - c2 * a2 - bg * (a1 - a2)) / 255``. The numerator is an
+    exact integer, and for opaque pixels the result is exactly ``c1 - c2``, so one formula
+    serves both of pixelmatch's branches."""
+    a1, a2 = rgba1[..., 3:], rgba2[..., 3:]
+    return (rgba1[..., :3] * a1 - rgba2[..., :3] * a2 - background * (a1 - a2)) / 255
 
 
-def _yiq_test(a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int) -> ColourTest:
+def _yiq_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     """pixelmatch 7 ``colorDelta``: squared YIQ distance (Kotsarenko and Ramos 2009) above
-    ``35215 * threshold**2``; semi-transparent pixels blend over its fixed pattern."""
-    background = None if _is_opaque(a_box, b_box) else _yiq_background(box, width)
-    rgb1, _ = _blended(a_box, background)
-    rgb2, _ = _blended(b_box, background)
-    d = rgb1 - rgb2
-    y = d.recomb([list(LUMA)])
-    i = d.recomb([[0.59597799, -0.27417610, -0.32180189]])
-    q = d.recomb([[0.21147017, -0.52261711, 0.31114694]])
-    delta = (0.5053 * y * y + 0.299 * i * i + 0.1957 * q * q).copy_memory()
+    ``35215 * threshold**2``."""
+    rgba1, rgba2 = _channels(overlap.a32[changed]), _channels(overlap.b32[changed])
+    d = _difference(rgba1, rgba2, _yiq_background(changed))
+    y = _luma(d)
+    i = d[:, 0] * 0.59597799 - d[:, 1] * 0.27417610 - d[:, 2] * 0.32180189
+    q = d[:, 0] * 0.21147017 - d[:, 1] * 0.52261711 + d[:, 2] * 0.31114694
+    delta = 0.5053 * y * y + 0.299 * i * i + 0.1957 * q * q
     return lambda threshold: delta > YIQ_MAX_DELTA * threshold * threshold
 
 
-def _yiq_background(box: _Box, width: int) -> pyvips.Image:
-    """pixelmatch 7's pattern at byte offset ``k = 4i``: R 48 (``k % 2`` is always 0), G and B
-    48 or 207 from ``floor(k / phi) % 2`` and ``floor(k / phi**2) % 2``."""
-    k = _pixel_index(box, width) * 4
-    green = 48 + 159 * ((k / 1.618033988749895).floor() % 2)
-    blue = 48 + 159 * ((k / 2.618033988749895).floor() % 2)
-    return green.new_from_image(48).bandjoin([green, blue])
-
-
-def _srgb_to_linear(value: float) -> float:
+def _srgb_to_linear(value: int) -> float:
     c = value / 255
     return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
 
 
-def _linear(rgb: pyvips.Image) -> pyvips.Image:
-    """sRGB -> linear as pixelmatch 8's ``linLUT``: a 256-entry table, linearly interpolated
-    for the fractional values that blending produces."""
-    table = [_srgb_to_linear(v) for v in range(256)]
-    steps = [table[v + 1] - table[v] for v in range(255)] + [0.0]
-    index = rgb.floor()
-    lookup = index.cast("uchar")
-    base = lookup.maplut(pyvips.Image.new_from_list([table]))
-    slope = lookup.maplut(pyvips.Image.new_from_list([steps]))
-    return base + slope * (rgb - index)
-
-
+# pixelmatch 8's ``LIN``: sRGB byte -> linear, padded with a 257th entry for interpolation.
+LINEAR: Floats = np.array([_srgb_to_linear(v) for v in range(256)] + [_srgb_to_linear(255)])
 # OKLab (Ottosson 2020): linear sRGB -> LMS, and cube-rooted LMS -> a, b.
-OKLAB_LMS = [
-    [0.4122214708, 0.5363325363, 0.0514459929],
-    [0.2119034982, 0.6806995451, 0.1073969566],
-    [0.0883024619, 0.2817188376, 0.6299787005],
-]
-OKLAB_AB = [
-    [1.9779984951, -2.4285922050, 0.4505937099],
-    [0.0259040371, 0.7827717662, -0.8086757660],
-]
-OKLAB_L = [[0.2104542553, 0.7936177850, -0.0040720468]]
+OKLAB_LMS = (
+    (0.4122214708, 0.5363325363, 0.0514459929),
+    (0.2119034982, 0.6806995451, 0.1073969566),
+    (0.0883024619, 0.2817188376, 0.6299787005),
+)
+OKLAB_A = (1.9779984951, 2.4285922050, 0.4505937099)  # a = c0 * dl - c1 * dm + c2 * ds
+OKLAB_B = (0.0259040371, 0.7827717662, 0.8086757660)  # b = c0 * dl + c1 * dm - c2 * ds
+OKLAB_L = (0.2104542553, 0.7936177850, 0.0040720468)  # L = c0 * l + c1 * m - c2 * s
 # Ottosson's toe for OKLab lightness, Lr, which keeps near-black differences from dominating.
 TOE_K1, TOE_K2 = 0.206, 0.03
 TOE_K3 = (1 + TOE_K1) / (1 + TOE_K2)
 
 
-def _oklab(rgb: pyvips.Image) -> tuple[pyvips.Image, pyvips.Image]:
-    """Cube-rooted LMS and toe-corrected lightness Lr of an RGB double image."""
-    lms = _linear(rgb).recomb(OKLAB_LMS) ** (1 / 3)
-    lightness = lms.recomb(OKLAB_L)
-    x = TOE_K3 * lightness - TOE_K1
-    toe = 0.5 * (x + (x * x + 4 * TOE_K2 * TOE_K3 * lightness) ** 0.5)
-    return lms, toe
-
-
-def _checkerboard(box: _Box, width: int) -> pyvips.Image:
+def _checkerboard(pixels: Indices) -> Ints:
     """pixelmatch 8's background for semi-transparent pixels: the top 3 bits of the 32-bit
-    Fibonacci hash ``imul(i, 0x9e3779b1)`` pick 48 or 207 per channel. The product is split
-    in 16-bit halves so every step is exact in doubles."""
-    i = _pixel_index(box, width)
-    product = ((i * 40503) % 65536) * 65536 + i * 31153  # 0x9e3779b1 = 40503 * 2**16 + 31153
-    word = product - (product / 2**32).floor() * 2**32  # libvips' % takes int constants only
-    top = (word / 2**29).floor()  # the top 3 of 32 bits
-    red = (top / 4).floor()
-    green = (top / 2).floor() % 2
-    blue = top % 2
-    return (48 + 159 * red).bandjoin([48 + 159 * green, 48 + 159 * blue])
+    Fibonacci hash ``imul(i, 0x9e3779b1)`` pick 48 or 207 per channel."""
+    h = pixels.astype(np.uint32) * np.uint32(0x9E3779B1)  # wraps modulo 2**32, as imul
+    bits = [(h >> 31) & 1, (h >> 30) & 1, (h >> 29) & 1]
+    return np.stack([48 + 159 * bit.astype(np.int32) for bit in bits], axis=1)
 
 
-def _oklab_test(a_box: pyvips.Image, b_box: pyvips.Image, box: _Box, width: int) -> ColourTest:
+def _lin_lut(rgb: Floats) -> Floats:
+    """sRGB -> linear as pixelmatch 8's ``linLUT``: the table, linearly interpolated for the
+    fractional values that blending produces (exact table values for whole ones)."""
+    index = rgb.astype(np.intp)
+    return LINEAR[index] + (LINEAR[index + 1] - LINEAR[index]) * (rgb - index)
+
+
+# Blending gives ``n / 255`` for an integer n up to 255 * 255, so ``linLUT`` of every value it
+# can produce fits one table, indexed by n: a lookup instead of an interpolation per pixel.
+LINEAR_BLENDED = _lin_lut(np.arange(255 * 255 + 1) / 255)
+
+
+def _blended(rgba: Ints, background: Ints) -> Floats:
+    """pixelmatch 8 ``colorDeltaTransparent``: RGB composited over ``background``, then made
+    linear; opaque pixels take the table value of their own bytes."""
+    alpha = rgba[:, 3:]
+    return LINEAR_BLENDED[rgba[:, :3] * alpha + background * (255 - alpha)]
+
+
+def _oklab(lin: Floats) -> tuple[Floats, Floats]:
+    """Cube-rooted LMS (one row per pixel) and toe-corrected lightness Lr (pixelmatch 8
+    ``lightness``) of linear RGB."""
+    lms = np.stack(
+        [lin[:, 0] * row[0] + lin[:, 1] * row[1] + lin[:, 2] * row[2] for row in OKLAB_LMS],
+        axis=1,
+    ) ** (1 / 3)
+    big_l = lms[:, 0] * OKLAB_L[0] + lms[:, 1] * OKLAB_L[1] - lms[:, 2] * OKLAB_L[2]
+    x = TOE_K3 * big_l - TOE_K1
+    return lms, 0.5 * (x + np.sqrt(x * x + 4 * TOE_K2 * TOE_K3 * big_l))
+
+
+def _oklab_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     """pixelmatch 8 ``colorDelta``: HyAB distance ``|dLr| + sqrt(da**2 + db**2)`` (Abasi et
-    al. 2019) in OKLab above ``threshold`` (1 is black against white)."""
-    background = None if _is_opaque(a_box, b_box) else _checkerboard(box, width)
-    lms1, toe1 = _oklab(_blended(a_box, background)[0])
-    lms2, toe2 = _oklab(_blended(b_box, background)[0])
-    chroma = (lms1 - lms2).recomb(OKLAB_AB)
+    al. 2019) in OKLab above ``threshold`` (1 is black against white), tested without the
+    square root as ``oklabHyabDelta`` does."""
+    background = _checkerboard(changed)
+    lms1, lr1 = _oklab(_blended(_channels(overlap.a32[changed]), background))
+    lms2, lr2 = _oklab(_blended(_channels(overlap.b32[changed]), background))
+    dl, dm, ds = (lms1 - lms2).T
+    da = OKLAB_A[0] * dl - OKLAB_A[1] * dm + OKLAB_A[2] * ds
+    db = OKLAB_B[0] * dl + OKLAB_B[1] * dm - OKLAB_B[2] * ds
     # Both terms are kept so that two thresholds cost one conversion.
-    terms = (toe1 - toe2).abs().bandjoin(chroma.extract_band(0) ** 2 + chroma.extract_band(1) ** 2)
-    terms = terms.copy_memory()
+    lightness: Floats = np.abs(lr1 - lr2)
+    chroma: Floats = da * da + db * db
 
-    def fails(threshold: float) -> pyvips.Image:
-        rest = threshold - terms.extract_band(0)
-        return (rest < 0) | (terms.extract_band(1) > rest * rest)
+    def fails(threshold: float) -> Flags:
+        rest = threshold - lightness
+        return (rest < 0) | (chroma > rest * rest)
 
     return fails
-
-
-def _luma(image: pyvips.Image) -> pyvips.Image:
-    return image.extract_band(0, n=3).cast("double").recomb([list(LUMA)]).copy_memory()
 
 
 # --- anti-aliasing, on the pixels that fail the colour test only ---------------------------
@@ -380,159 +372,144 @@ def _luma(image: pyvips.Image) -> pyvips.Image:
 NEIGHBOURS = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
 
 
+@dataclass(frozen=True)
 class _Around:
-    """Both images around the box, padded so that every neighbour lookup is a crop, with
-    pixelmatch's anti-aliasing detector ("Anti-aliased Pixel and Intensity Slope Detector",
-    V. Vysniauskas, 2009) evaluated for all box pixels at once as libvips images.
+    """The 8 neighbours of some pixels, one row per neighbour in pixelmatch's order and one
+    column per pixel (so that "over the neighbours" is a fast reduction over 8 rows)."""
 
-    Pixelmatch skips neighbours outside the image and counts the image border as one equal
-    sibling; here the padding carries a validity band that does the same.
+    pixels: Indices
+    neighbours: Indices  # pixel numbers; those outside the image point at the pixel itself
+    inside: Flags  # pixelmatch skips neighbours outside the image
+    on_border: Flags  # per pixel: pixelmatch starts its count of equal siblings at 1
+
+    @classmethod
+    def of(cls, overlap: _Overlap, pixels: Indices) -> _Around:
+        """Inside the image a neighbour is the pixel number plus a fixed offset; only pixels
+        on the border, a few, take the bounds checks."""
+        width, height = overlap.width, overlap.height
+        neighbours = pixels + np.array([[dy * width + dx] for dx, dy in NEIGHBOURS])
+        inside = np.ones(neighbours.shape, np.bool_)
+        y, x = np.divmod(pixels, width)
+        on_border = (x == 0) | (x == width - 1) | (y == 0) | (y == height - 1)
+        border = np.flatnonzero(on_border)
+        if border.size:
+            nx = x[border] + np.array([[dx] for dx, _ in NEIGHBOURS])
+            ny = y[border] + np.array([[dy] for _, dy in NEIGHBOURS])
+            inside[:, border] = (nx >= 0) & (nx < width) & (ny >= 0) & (ny < height)
+            neighbours[:, border] = np.where(
+                inside[:, border], neighbours[:, border], pixels[border]
+            )
+        return cls(pixels, neighbours, inside, on_border)
+
+    def take(self, columns: Indices) -> _Around:
+        """The same for some of the pixels only."""
+        return _Around(
+            self.pixels[columns],
+            self.neighbours[:, columns],
+            self.inside[:, columns],
+            self.on_border[columns],
+        )
+
+    def equal_siblings(self, words: Words) -> Counts:
+        """How many neighbours have the pixel's exact RGBA, the border counting as one
+        (pixelmatch's ``zeroes`` in ``hasManySiblings``)."""
+        equal = (words[self.neighbours] == words[self.pixels]) & self.inside
+        return np.asarray(equal.sum(axis=0, dtype=np.uint8) + self.on_border)
+
+
+def _many_siblings(words: Words, overlap: _Overlap, pixels: Indices) -> Flags:
+    """pixelmatch ``hasManySiblings``: 3+ neighbours of identical RGBA."""
+    return _Around.of(overlap, pixels).equal_siblings(words) > 2
+
+
+def _flat(overlap: _Overlap, pixels: Indices) -> Flags:
+    """3+ identical neighbours in both images: such a pixel cannot be anti-aliased, since
+    ``antialiased`` returns early on 3 equal siblings."""
+    return _many_siblings(overlap.a32, overlap, pixels) & _many_siblings(
+        overlap.b32, overlap, pixels
+    )
+
+
+def _brightness(words: Words, around: _Around, background: Ints, metric: Metric) -> Floats:
+    """Luma difference between each pixel and each of its neighbours.
+
+    yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
+    pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over white;
+    when luma cancels out but alpha differs, half the alpha difference. Pixels equal in RGBA
+    give exactly 0, as pixelmatch's early return does.
     """
+    centre = _channels(words[around.pixels])
+    other = _channels(words[around.neighbours])
+    d = _luma(_difference(centre, other, background))
+    if metric == "yiq":
+        return d
+    da = centre[..., 3] - other[..., 3]
+    return np.where((d == 0) & (da != 0), da / 2, d)
 
-    PAD = 2  # the detector reads neighbours of neighbours
 
-    def __init__(
-        self, a: pyvips.Image, b: pyvips.Image, box: _Box, overlap: _Box, metric: Metric
-    ) -> None:
-        self.box = box
-        self.overlap = overlap
-        self.metric = metric
-        pad = self.PAD
-        left, top = max(box.left - pad, 0), max(box.top - pad, 0)
-        right = min(box.left + box.width + pad, overlap.width)
-        bottom = min(box.top + box.height + pad, overlap.height)
-        self.origin = (left - pad, top - pad)  # overlap coordinates of the padded images' 0, 0
-        width, height = right - left + 2 * pad, bottom - top + 2 * pad
+def _antialiased(words: Words, overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
+    """pixelmatch ``antialiased`` ("Anti-aliased Pixel and Intensity Slope Detector",
+    V. Vysniauskas, 2009): the pixel sits on an intensity ramp between a darkest and a
+    brightest neighbour, one of which has 3+ equal siblings in both images."""
+    around = _Around.of(overlap, pixels)
+    # Identical neighbours have a zero delta: 3 of them settle it without any arithmetic.
+    antialiased = around.equal_siblings(words) <= 2
+    rest = np.flatnonzero(antialiased)
+    around = around.take(rest)
+    background = (
+        _yiq_background(around.pixels)
+        if metric == "yiq"
+        else np.full((rest.size, 3), 255, np.int32)
+    )
+    # NaN for the neighbours pixelmatch skips: neither zero, nor darker, nor brighter.
+    deltas = np.where(around.inside, _brightness(words, around, background, metric), np.nan)
+    zeroes = (deltas == 0).sum(axis=0, dtype=np.uint8) + around.on_border
+    darkest = np.fmin.reduce(deltas, axis=0, initial=0.0)  # fmin: NaN loses
+    brightest = np.fmax.reduce(deltas, axis=0, initial=0.0)
+    ramp = (zeroes <= 2) & (darkest < 0) & (brightest > 0)
+    # The first neighbour in scan order wins ties, as pixelmatch's strict `<` and `>` do.
+    on = np.flatnonzero(ramp)
+    neighbours = around.neighbours[:, on]
+    dark = neighbours[np.argmax(deltas[:, on] == darkest[on], axis=0), np.arange(on.size)]
+    bright = neighbours[np.argmax(deltas[:, on] == brightest[on], axis=0), np.arange(on.size)]
+    ramp[on] = _flat(overlap, dark) | _flat(overlap, bright)
+    antialiased[rest] = ramp
+    return antialiased
 
-        regions = [image.crop(left, top, right - left, bottom - top) for image in (a, b)]
-        self.a, self.b = (region.embed(pad, pad, width, height) for region in regions)
-        # Opaque regions (most screenshots) take luma once per pixel instead of per pair.
-        opaque = all(region.extract_band(3).min() == 255 for region in regions)
-        self.luma = {"a": _luma(self.a), "b": _luma(self.b)} if opaque else {}
-        inside = pyvips.Image.black(right - left, bottom - top) + 255
-        self.valid = inside.cast("uchar").embed(pad, pad, width, height)
-        # What semi-transparent pixels are blended over for brightness, per centre pixel.
-        if metric == "yiq":
-            self.background = _yiq_background(box, overlap.width)
-        else:
-            self.background = pyvips.Image.black(box.width, box.height, bands=3) + 255
 
-    def at(self, image: pyvips.Image, area: _Box, dx: int = 0, dy: int = 0) -> pyvips.Image:
-        """``image`` over ``area`` (overlap coordinates) shifted by one neighbour step."""
-        x, y = area.left - self.origin[0] + dx, area.top - self.origin[1] + dy
-        return image.crop(x, y, area.width, area.height)
-
-    def words(self, image: pyvips.Image) -> pyvips.Image:
-        """RGBA as one 32-bit word per pixel, so that equality is one comparison."""
-        return image.copy(format="uint", bands=1)
-
-    def on_border(self, area: _Box) -> pyvips.Image:
-        """255 on the image border, where pixelmatch starts counting equal siblings at 1."""
-        valid = [self.at(self.valid, area, dx, dy) for dx, dy in NEIGHBOURS]
-        return pyvips.Image.sum(valid) < 8 * 255
-
-    def many_siblings(self, image: pyvips.Image, area: _Box) -> pyvips.Image:
-        """pixelmatch ``hasManySiblings``: 255 where a pixel has 3+ neighbours of identical
-        RGBA, the border counting as one."""
-        words = self.words(image)
-        centre = self.at(words, area)
-        equal = [
-            (centre == self.at(words, area, dx, dy)) & self.at(self.valid, area, dx, dy)
-            for dx, dy in NEIGHBOURS
-        ]
-        return pyvips.Image.sum([*equal, self.on_border(area)]) > 2 * 255
-
-    def flat(self) -> pyvips.Image:
-        """255 where a box pixel has 3+ identical neighbours in both images: it cannot be
-        anti-aliased, since ``antialiased`` returns early on 3 equal siblings."""
-        return self.many_siblings(self.a, self.box) & self.many_siblings(self.b, self.box)
-
-    def brightness(self, side: Literal["a", "b"], dx: int, dy: int) -> pyvips.Image:
-        """Luma difference between each box pixel and one neighbour, 0 outside the image.
-
-        yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
-        pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over
-        white; when luma cancels out but alpha differs, half the alpha difference.
-        Pixels equal in RGBA give exactly 0 in both formulas, as pixelmatch's early return;
-        opaque pixels take the difference of lumas, which is the same sum regrouped.
-        """
-        image = self.a if side == "a" else self.b
-        luma = self.luma.get(side)
-        if luma is not None:
-            d = self.at(luma, self.box) - self.at(luma, self.box, dx, dy)
-            return self.at(self.valid, self.box, dx, dy).ifthenelse(d, 0)
-        centre = self.at(image, self.box).cast("double")
-        other = self.at(image, self.box, dx, dy).cast("double")
-        a1, a2 = centre.extract_band(3), other.extract_band(3)
-        rgb1, rgb2 = centre.extract_band(0, n=3), other.extract_band(0, n=3)
-        d = ((rgb1 * a1 - rgb2 * a2 - self.background * (a1 - a2)) / 255).recomb([list(LUMA)])
-        if self.metric == "oklab":
-            d = ((d == 0) & (a1 != a2)).ifthenelse((a1 - a2) / 2, d)
-        return self.at(self.valid, self.box, dx, dy).ifthenelse(d, 0)
-
-    def antialiased(self, side: Literal["a", "b"], both_many: pyvips.Image) -> pyvips.Image:
-        """pixelmatch ``antialiased``: 255 where the pixel sits on an intensity ramp between
-        a darkest and a brightest neighbour, one of which has 3+ equal siblings in both
-        images (``both_many``, over the box grown by 1)."""
-        deltas = [self.brightness(side, dx, dy) for dx, dy in NEIGHBOURS]
-        zeroes = pyvips.Image.sum(
-            [
-                (d == 0) & self.at(self.valid, self.box, dx, dy)
-                for d, (dx, dy) in zip(deltas, NEIGHBOURS, strict=True)
-            ]
-            + [self.on_border(self.box)]
-        )
-        darkest, brightest = deltas[0], deltas[0]
-        for delta in deltas[1:]:
-            darkest, brightest = darkest.minpair(delta), brightest.maxpair(delta)
-        # Materialised: each is compared with all 8 deltas below, and libvips would
-        # otherwise recompute the whole chain for every comparison.
-        darkest, brightest = darkest.copy_memory(), brightest.copy_memory()
-        settled_dark = settled_bright = pyvips.Image.black(self.box.width, self.box.height)
-        for delta, (dx, dy) in reversed(
-            list(zip(deltas, NEIGHBOURS, strict=True))
-        ):  # first one wins
-            many = both_many.crop(1 + dx, 1 + dy, self.box.width, self.box.height)
-            settled_dark = (delta == darkest).ifthenelse(many, settled_dark)
-            settled_bright = (delta == brightest).ifthenelse(many, settled_bright)
-        return (
-            (zeroes <= 2 * 255) & (darkest < 0) & (brightest > 0) & (settled_dark | settled_bright)
-        )
-
-    def drop_antialiased(self, fails: pyvips.Image) -> pyvips.Image:
-        """Keep the failing pixels that are anti-aliasing in neither image."""
-        grown = _Box(self.box.left - 1, self.box.top - 1, self.box.width + 2, self.box.height + 2)
-        both_many = (
-            self.many_siblings(self.a, grown) & self.many_siblings(self.b, grown)
-        ).copy_memory()
-        aa = self.antialiased("a", both_many) | self.antialiased("b", both_many)
-        return fails & (aa == 0)
+def _antialiased_in_either(overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
+    """pixelmatch's ``antialiased(img1, ...) || antialiased(img2, ...)``; the second image is
+    examined only where the first says no."""
+    either = _antialiased(overlap.a32, overlap, pixels, metric)
+    rest = ~either
+    either[rest] = _antialiased(overlap.b32, overlap, pixels[rest], metric)
+    return either
 
 
 # --- the diff PNG ------------------------------------------------------------------------
 
 
 def _write_diff(
-    path: Path,
-    base: pyvips.Image,
-    fresh: pyvips.Image,
-    counted: pyvips.Image | None,
-    box: _Box | None,
-    overlap: _Box,
+    path: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
 ) -> None:
     """pixelmatch's output: differing pixels red over the baseline in grey, faded to 10% over
     white (``drawGrayPixel``); the area outside the overlap is all red. Written to a temporary
     file and renamed, so a reader never sees half a PNG."""
-    width, height = max(base.width, fresh.width), max(base.height, fresh.height)
-    rgb = base.extract_band(0, n=3).cast("double")
-    luma = rgb.recomb([list(LUMA)])
-    grey = ((luma - 255) * base.extract_band(3) * (DIFF_FADE / 255) + 255).cast("uchar")
-    grey = grey.embed(0, 0, width, height, extend="white")
-    red = pyvips.Image.black(overlap.width, overlap.height)
-    if counted is not None and box is not None:
-        red = counted.embed(box.left, box.top, overlap.width, overlap.height)
-    red = red.embed(0, 0, width, height, extend="white")
-    image = (red > 0).ifthenelse([255, 0, 0], grey.bandjoin([grey, grey]))
+    width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
+    baseline = pyvips.Image.new_from_memory(base.data, base.shape[1], base.shape[0], 4, "uchar")
+    luma = baseline.extract_band(0, n=3).cast("double").recomb([list(LUMA)])
+    grey = ((luma - 255) * baseline.extract_band(3) * (DIFF_FADE / 255) + 255).cast("uchar")
+    grey = grey.copy_memory().embed(0, 0, width, height, extend="white")  # read 3 times below
+    # 255 on the counted pixels and outside the overlap, 0 elsewhere; red is then grey | red
+    # in R and grey & ~red in G and B, all in uchar.
+    red = np.full((height, width), 255, np.uint8)
+    red[: overlap.height, : overlap.width] = 0
+    red[np.divmod(counted, overlap.width)] = 255
+    keep = ~red
+    red_mask, keep_mask = (
+        pyvips.Image.new_from_memory(mask.data, width, height, 1, "uchar") for mask in (red, keep)
+    )
+    image = (grey | red_mask).bandjoin([grey & keep_mask, grey & keep_mask])
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
     os.close(handle)
