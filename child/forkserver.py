@@ -29,6 +29,8 @@ READY = b"R"
 #: How long a new child waits to be adopted by the parent before it gives up.
 ADOPTION_TIMEOUT_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
+#: Thread pools that libraries start on import unless told to use one thread.
+SINGLE_THREADED = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
@@ -36,6 +38,9 @@ def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; ^C reaches us too
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent()
+    # A process that forks must have no other thread; numpy's BLAS would start one on import.
+    for variable in SINGLE_THREADED:
+        os.environ[variable] = "1"
     from child.handlers import registered_handlers
 
     handlers = registered_handlers()

@@ -111,3 +111,18 @@ def test_scratch_of_dead_children_is_swept_at_start(tmp_path: Path) -> None:
         path.write_bytes(b"x")
     assert scratch.sweep(tmp_path, structlog.get_logger()) == 2
     assert [path.name for path in folder.iterdir()] == [alive.name]
+
+
+def test_the_fork_server_has_no_thread_but_its_own() -> None:
+    code = textwrap.dedent(
+        """
+        import os
+        from supervisor.forkserver import ForkServer
+        server = ForkServer.start()
+        print(len(os.listdir(f"/proc/{server.pid}/task")))
+        server.stop()
+        """
+    )
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "1"
