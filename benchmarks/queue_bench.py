@@ -455,6 +455,8 @@ def latencies(
     target: Callable[[str, Event, Queue[tuple[int, float]]], None],
     target_url: str,
     enqueue: Callable[[int], float],
+    samples: int = LATENCY_SAMPLES,
+    spacing: float = LATENCY_SPACING_SECONDS,
 ) -> list[float]:
     """Seconds from just before each enqueue commit to the listener's stamp, warm-up excluded."""
     ctx = get_context("spawn")
@@ -469,10 +471,10 @@ def latencies(
             outbox.get(timeout=120)
         sent: dict[int, float] = {}
         next_at = time.monotonic()
-        for seq in range(LATENCY_WARMUP, LATENCY_WARMUP + LATENCY_SAMPLES):
+        for seq in range(LATENCY_WARMUP, LATENCY_WARMUP + samples):
             time.sleep(max(0.0, next_at - time.monotonic()))
             sent[seq] = enqueue(seq)
-            next_at += LATENCY_SPACING_SECONDS
+            next_at += spacing
         received = dict(outbox.get(timeout=LATENCY_TIMEOUT_SECONDS) for _ in sent)
         return [received[seq] - at for seq, at in sent.items()]
     finally:
