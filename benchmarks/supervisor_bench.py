@@ -551,7 +551,9 @@ def measure_recovery(workdir: Path, pg: Database) -> Recovery:
         )
         if first_job is not None:  # the other child may have taken the last jobs
             replacement_job.append(timestamp(first_job) - died)
-    if len(requeued) != CRASHES:
+    # More is possible: a job given back because its child died before accepting it (the host's
+    # fault, no attempt spent) crashes again on its next first attempt.
+    if len(requeued) < CRASHES:
         raise RuntimeError(f"saw {len(requeued)} crashes of {CRASHES}")
     return Recovery(requeued, spawned, replacement_job)
 

@@ -89,12 +89,15 @@ def transaction(engine: Engine) -> Iterator[Connection]:
     try:
         with engine.begin() as conn:
             yield conn
-    except OperationalError as error:
-        raise DatabaseUnavailable(_describe(error)) from error
     except DBAPIError as error:
-        if error.connection_invalidated:
+        if connection_lost(error):
             raise DatabaseUnavailable(_describe(error)) from error
         raise
+
+
+def connection_lost(error: DBAPIError) -> bool:
+    """Whether `error` means the database went away (worth retrying), not a wrong statement."""
+    return isinstance(error, OperationalError) or error.connection_invalidated
 
 
 def _describe(error: DBAPIError) -> str:

@@ -143,6 +143,8 @@ class Host:
         return 0
 
     def start(self) -> int:
+        # First: a SIGTERM while the fork server starts must drain the host, not kill it.
+        self.queue_signals()
         scratch.sweep(self.settings.artifacts, self.log)
         try:
             fork_server = ForkServer.start()
@@ -151,7 +153,7 @@ class Host:
         self.pool = Pool(
             fork_server, self.sizing.threads_per_child, self.settings.max_jobs_per_child
         )
-        self.install_signal_handlers()
+        self.install_wakeup()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
         engine_error = self.check_engine()
         if engine_error is not None:
@@ -188,15 +190,19 @@ class Host:
 
     # -- signals ----------------------------------------------------------------------------
 
-    def install_signal_handlers(self) -> None:
-        """Handlers only queue the signal; a wake-up socket interrupts the loop's wait."""
+    def queue_signals(self) -> None:
+        """Handlers only queue the signal; the loop's first turn reads what came while starting."""
+        for number in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(number, lambda received, _frame: self.signals.append(received))
+
+    def install_wakeup(self) -> None:
+        """A wake-up socket interrupts the loop's wait on a signal. Made after the fork server
+        is forked, so that neither it nor the children hold the parent's socket."""
         self._wakeup_read, wakeup_write = socket.socketpair()
         wakeup_write.setblocking(False)
         self._wakeup_read.setblocking(False)
         self._wakeup_write = wakeup_write
         signal.set_wakeup_fd(wakeup_write.fileno(), warn_on_full_buffer=False)
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, lambda received, _frame: self.signals.append(received))
         signal.signal(signal.SIGCHLD, lambda _received, _frame: None)
 
     def handle_signals(self) -> None:
@@ -346,14 +352,16 @@ class Host:
         self.pool.send(running.child, Cancel(running.job.id))
 
     def claim_and_dispatch(self) -> None:
+        """Record finished jobs and, when a poll is due, claim work for the idle children."""
         now = time.monotonic()
         if now >= self.timers.expire_check_at:
             self.timers.expire_check_at = now + self.settings.lease_seconds / 4
             self.settler.expire_leases()
         idle = [child for child in self.pool.children.values() if child.ready]
-        if self.draining_until is not None or not idle or now < self.timers.poll_at:
+        may_claim = self.draining_until is None and bool(idle) and now >= self.timers.poll_at
+        if not may_claim and not self.settler.completions:
             return
-        started = self.settler.claim(idle)
+        started = self.settler.complete_and_claim(idle if may_claim else [])
         for running in started:
             self.running[running.job.id] = running
             running.child.job_id = running.job.id
@@ -361,6 +369,8 @@ class Host:
                 running.child,
                 Run(running.job.id, running.job.kind, running.job.attempt, running.payload),
             )
+        if not may_claim:
+            return
         if started:
             self.last_work_at = now
         self.found_nothing = not started
@@ -370,13 +380,11 @@ class Host:
             self.timers.poll_at = now + self.next_poll_delay(now)
 
     def next_poll_delay(self, now: float) -> float:
+        """The cadence's delay, or sooner when a queued job (a retry's backoff) comes due first.
+
+        A NOTIFY wakes the host for new work, but a retry becoming due sends none.
+        """
         delay = self.settings.cadence.next_poll_delay(self.last_work_at, now)
-        if (
-            self.listener is not None
-            and self.listener.connected
-            and not self.settings.exit_when_idle
-        ):
-            return delay  # a NOTIFY will wake us sooner
         due = self.settler.seconds_until_next_due()
         return min(delay, due) if due is not None else delay
 
@@ -439,6 +447,7 @@ class Host:
         for message in self.pool.receive(child):
             if isinstance(message, Hello):
                 child.hello = message
+                self.timers.poll_at = min(self.timers.poll_at, time.monotonic())  # a free slot
                 continue
             running = self.running.get(getattr(message, "job_id", -1))
             if running is None or running.child is not child:
@@ -450,8 +459,7 @@ class Host:
         now = time.monotonic()
         running.last_progress_at = now
         if isinstance(message, Accepted):
-            running.accepted = True
-            self.with_database(lambda: self.settler.renew(running, now))
+            running.accepted = True  # the claim set a full lease: nothing to renew yet
         elif isinstance(message, Progress):
             if now - running.renewed_at >= self.settings.lease_seconds / 4:
                 self.with_database(lambda: self.settler.renew(running, now))
@@ -480,17 +488,17 @@ class Host:
         """Leave when draining is over, or (with --drain) when the queue has nothing left."""
         now = time.monotonic()
         if self.draining_until is not None:
-            if not self.running and not self.settler.pending:
+            if not self.running and not self.settler.busy:
                 self.stopped = True
             elif now >= self.draining_until:
                 self.release_all()
-                self.stopped = not self.settler.pending
+                self.stopped = not self.settler.busy
             return
         if (
             self.settings.exit_when_idle
             and self.found_nothing
             and not self.running
-            and not self.settler.pending
+            and not self.settler.busy
         ):
             self.found_nothing = False
             try:

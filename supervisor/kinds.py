@@ -35,16 +35,14 @@ def _nothing(*_args: object) -> None:
     return None
 
 
-def _as_is(_conn: Connection, job: Job, _artifacts: Path) -> Payload:
-    return dict(job.data)
-
-
 @dataclass(frozen=True)
 class Kind:
     name: str
     accepts: Callable[[Any], bool]
-    prepare: Callable[[Connection, Job, Path], Payload] = _as_is
-    record: Callable[[Connection, Job, Any, Path], None] = _nothing
+    #: None: the child gets the job's data as it is, and the claim needs no extra statement.
+    prepare: Callable[[Connection, Job, Path], Payload] | None = None
+    #: None: the job has no results to write; acknowledging it is all.
+    record: Callable[[Connection, Job, Any, Path], None] | None = None
     on_failed: Callable[[Connection, Job, str, Path], None] = _nothing
     on_cancelled: Callable[[Connection, Job, Path], None] = _nothing
 

@@ -13,6 +13,7 @@ database on PostgreSQL, so hosts with drifting clocks still agree on who holds a
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -25,16 +26,20 @@ from sqlalchemy import (
     Integer,
     Interval,
     Row,
+    String,
     Update,
     and_,
     bindparam,
+    cast,
     func,
     insert,
+    literal,
     select,
     text,
     union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from supervisor.db import is_postgres
 from supervisor.tables import UtcDateTime, jobs
@@ -212,7 +217,10 @@ def _claim_statement(dialect: str) -> Update:
         .cte("due")
         .prefix_with("MATERIALIZED")
     )
-    picked = union_all(select(expired.c.id), select(due.c.id)).limit(limit).subquery("picked")
+    ids = union_all(select(expired.c.id), select(due.c.id)).limit(limit).subquery("ids")
+    picked = select(ids.c.id, func.row_number().over(order_by=ids.c.id).label("slot")).subquery(
+        "picked"
+    )
     return (
         update(jobs)
         .where(jobs.c.id == picked.c.id)
@@ -221,19 +229,38 @@ def _claim_statement(dialect: str) -> Update:
             attempt=jobs.c.attempt + 1,
             locked_by=bindparam("claimer"),
             lease_expires_at=_moment(dialect, "lease_until"),
-            child_pid=None,
+            child_pid=_child_pid_of_slot(dialect, picked.c.slot),
         )
         .returning(*jobs.c)
     )
 
 
-def claim(conn: Connection, locked_by: str, limit: int, lease_seconds: float) -> list[Job]:
-    """Take up to `limit` due jobs, and running jobs whose lease expired, in one statement."""
+def _child_pid_of_slot(dialect: str, slot: ColumnElement[int]) -> ColumnElement[int]:
+    """The `slot`-th (1-based) pid of the JSON array bound as `child_pids`; NULL past its end."""
+    pids = bindparam("child_pids", type_=String())
+    if dialect == "postgresql":
+        return cast(cast(pids, JSONB).op("->>")(cast(slot - 1, Integer())), Integer())
+    return func.json_extract(pids, literal("$[") + cast(slot - 1, String()) + literal("]"))
+
+
+def claim(
+    conn: Connection,
+    locked_by: str,
+    limit: int,
+    lease_seconds: float,
+    child_pids: Sequence[int] = (),
+) -> list[Job]:
+    """Take up to `limit` due jobs, and running jobs whose lease expired, in one statement.
+
+    The jobs come back in id order; the i-th is recorded as run by `child_pids[i]` (the host
+    hands it to that child), so a running job's row names its child from the start.
+    """
     if limit <= 0:
         return []
     params = {
         "limit": limit,
         "claimer": locked_by,
+        "child_pids": json.dumps(list(child_pids)),
         **_moments(conn, now=0, lease_until=lease_seconds),
     }
     rows = conn.execute(_claim_statement(conn.dialect.name), params).all()

@@ -16,13 +16,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
 from ipc.messages import Cancelled, Done, Failed
 from supervisor import queue
 from supervisor.config import HostSettings
 from supervisor.crash_failure import fail_crashed_capture
-from supervisor.db import DatabaseUnavailable, transaction
+from supervisor.db import DatabaseUnavailable, connection_lost, transaction
 from supervisor.kinds import Kind
 from supervisor.pool import Child, Pool
 from supervisor.queue import Job
@@ -41,10 +42,6 @@ JobOutcome = Literal[
 
 #: How often settlements that met a database outage are tried again.
 PENDING_RETRY_SECONDS = 1.0
-
-
-class _NoLongerOurs(Exception):
-    """The fence refused the write: roll the transaction back."""
 
 
 @dataclass(eq=False)
@@ -82,19 +79,46 @@ class Settler:
         self.pool = pool
         self.log = log
         self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
+        #: Jobs a child finished, with their results: recorded with the next claim.
+        self.completions: list[tuple[Running, Any]] = []
         self._pending_at = 0.0
 
     # -- starting ---------------------------------------------------------------------------
 
-    def claim(self, idle: list[Child]) -> list[Running]:
-        """Claim a job for each idle child and prepare it, in one transaction."""
-        with transaction(self.engine) as conn:
-            claimed = queue.claim(
-                conn, self.settings.host_id, len(idle), self.settings.lease_seconds
-            )
-            started = [
-                self._start(conn, job, child) for job, child in zip(claimed, idle, strict=False)
-            ]
+    def complete_and_claim(self, idle: list[Child]) -> list[Running]:
+        """Record the jobs children finished, then claim a job for each idle child: one transaction.
+
+        One transaction for both halves a host's round trips per job: a child that finishes a
+        job is usually idle and wants the next one. On a database outage nothing is lost: the
+        finished jobs wait in `completions` and the claim is simply tried again.
+        """
+        completions, self.completions = self.completions, []
+        outcomes: list[tuple[Running, JobOutcome]] = []
+        try:
+            with transaction(self.engine) as conn:
+                outcomes = [
+                    (running, self._complete(conn, running, result))
+                    for running, result in completions
+                ]
+                claimed = queue.claim(
+                    conn,
+                    self.settings.host_id,
+                    len(idle),
+                    self.settings.lease_seconds,
+                    child_pids=[child.pid for child in idle],
+                )
+                started = [
+                    self._start(conn, job, child) for job, child in zip(claimed, idle, strict=False)
+                ]
+        except DatabaseUnavailable as error:
+            if completions:
+                self.log.warning(
+                    "cannot record finished jobs yet; database unavailable", error=str(error)
+                )
+            self.completions = completions + self.completions
+            raise
+        for running, outcome in outcomes:
+            self._report(running, outcome)
         return [running for running in started if running is not None]
 
     def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
@@ -117,15 +141,22 @@ class Settler:
             job_log.warning("job finished", outcome="dropped", error="malformed job")
             return None
         try:
-            with conn.begin_nested():
-                payload = kind.prepare(conn, job, self.settings.artifacts)
+            payload = self._prepare(conn, job, kind)
         except Exception as error:
+            if isinstance(error, DBAPIError) and connection_lost(error):
+                raise  # the claim's transaction died with its connection: nothing was claimed
             job_log.error("cannot prepare job", error=str(error))
             self._retry_or_fail(conn, job, kind, f"cannot prepare the job: {error}", job_log)
             return None
-        queue.renew(conn, job.lease, self.settings.lease_seconds, child_pid=child.pid)
         job_log.info("job started")
         return Running(job, kind, child, payload, job_log, now, now, now)
+
+    def _prepare(self, conn: Connection, job: Job, kind: Kind) -> Any:
+        """The child's payload; a kind's own `prepare` runs in a savepoint, so its failure is its own."""
+        if kind.prepare is None:
+            return job.data
+        with conn.begin_nested():
+            return kind.prepare(conn, job, self.settings.artifacts)
 
     def renew(self, running: Running, now: float) -> None:
         """Extend the lease; a refusal means another host owns the job now."""
@@ -172,7 +203,7 @@ class Settler:
         if running.lost or running.stopping == "lost":
             self._report(running, "lost")
         elif isinstance(message, Done):
-            self._settle(running, lambda: self._complete(running, message.result))
+            self.completions.append((running, message.result))
         elif isinstance(message, Cancelled):
             self._settle(running, lambda: self._cancel(running))
         else:
@@ -192,6 +223,11 @@ class Settler:
 
     def release(self, running: Running) -> None:
         self._settle(running, lambda: self._release(running))
+
+    @property
+    def busy(self) -> bool:
+        """Jobs that ended but are not recorded yet."""
+        return bool(self.pending or self.completions)
 
     def retry_pending(self) -> None:
         now = time.monotonic()
@@ -216,19 +252,23 @@ class Settler:
         level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
         getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
 
-    def _complete(self, running: Running, result: Any) -> JobOutcome:
+    def _complete(self, conn: Connection, running: Running, result: Any) -> JobOutcome:
+        """Acknowledge the job and write its results, under its fence; nothing if it is not ours."""
+        job, kind = running.job, running.kind
+        if kind.record is None:
+            return "completed" if queue.ack(conn, job.lease) else "lost"
         try:
-            with transaction(self.engine) as conn:
-                if not queue.ack(conn, running.job.lease):
-                    raise _NoLongerOurs
-                running.kind.record(conn, running.job, result, self.settings.artifacts)
-        except _NoLongerOurs:
-            return "lost"
-        except DatabaseUnavailable:
-            raise
+            with conn.begin_nested():
+                if not queue.ack(conn, job.lease):
+                    return "lost"
+                kind.record(conn, job, result, self.settings.artifacts)
         except Exception as error:
+            if isinstance(error, DBAPIError) and connection_lost(error):
+                raise
             running.log.error("cannot record the job's results", error=str(error))
-            return self._fail_or_retry(running, f"cannot record the results: {error}")
+            return self._retry_or_fail(
+                conn, job, kind, f"cannot record the results: {error}", running.log
+            )
         return "completed"
 
     def _fail_or_retry(self, running: Running, error: str) -> JobOutcome:

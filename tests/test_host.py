@@ -229,3 +229,13 @@ def test_status_lists_running_jobs_with_their_child(
         "lease_expires_at",
     }
     host.stop()
+
+
+def test_sigterm_while_the_host_starts_drains_it_and_exits_0(
+    engine: Engine, start_host: StartHost
+) -> None:
+    host = start_host(*FAST)
+    wait_for(lambda: psutil.Process(host.pid).children(), interval=0.002)  # the fork server
+    host.signal(signal.SIGTERM)
+    assert host.wait() == 0
+    assert host.events("draining")

@@ -182,3 +182,11 @@ def test_an_expired_job_whose_cancel_was_asked_is_cancelled_not_rescued(engine: 
     with transaction(engine) as conn:
         assert [job.id for job in queue.expire_leases(conn)] == [job_id]
     assert row(engine, job_id)["status"] == "cancelled"
+
+
+def test_claim_records_each_job_s_child_in_id_order(engine: Engine) -> None:
+    ids = enqueue(engine, 3)
+    with transaction(engine) as conn:
+        claimed = queue.claim(conn, "host-a", 3, LEASE, child_pids=[101, 202])
+    assert [job.id for job in claimed] == ids
+    assert [row(engine, job_id)["child_pid"] for job_id in ids] == [101, 202, None]

@@ -1,0 +1,48 @@
+"""The settler's promises when the database goes away in the middle of starting a job."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from sqlalchemy import Connection, Engine, text
+
+from supervisor.config import HostSettings
+from supervisor.db import DatabaseUnavailable
+from supervisor.kinds import Kind, Payload
+from supervisor.pool import Child, Pool
+from supervisor.queue import Job
+from supervisor.settle import Settler
+from tests.hosts import enqueue, job
+
+
+def _drop_own_connection(conn: Connection, _job: Job, _artifacts: Path) -> Payload:
+    """What a database restart does to a prepare: the server ends the connection under it."""
+    conn.execute(text("SELECT pg_terminate_backend(pg_backend_pid())"))
+    return {}
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    ours, theirs = socket.socketpair()
+    yield Child(pid=1, sock=ours, spawned_at=0.0, max_jobs=1)
+    ours.close()
+    theirs.close()
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)  # a server that drops us
+def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
+    engine: Engine, database_url: str, tmp_path: Path, child: Child
+) -> None:
+    job_id = enqueue(engine, "drop")
+    kinds = {"drop": Kind("drop", accepts=lambda _data: True, prepare=_drop_own_connection)}
+    settings = HostSettings(database_url=database_url, artifacts=tmp_path, host_id="h")
+    pool = Pool.__new__(Pool)  # claiming never touches the pool
+    settler = Settler(engine, settings, kinds, pool, structlog.get_logger().bind())
+    with pytest.raises(DatabaseUnavailable):
+        settler.complete_and_claim([child])
+    row = job(engine, job_id)
+    assert (row["status"], row["attempt"], row["error"]) == ("queued", 0, None)
