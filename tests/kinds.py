@@ -10,6 +10,7 @@ import ctypes
 import os
 import signal
 import stat
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ def _accepts(data: Any) -> bool:
 
 
 def parent_kinds() -> dict[str, Kind]:
-    names = ("sleep", "fail", "crash", "hang", "eat", "garble")
+    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn")
     return {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
 
 
@@ -58,6 +59,13 @@ def _crash(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 
 def _hang(payload: dict[str, Any], progress: Progress) -> None:
+    progress({"about_to": "hang"})
+    time.sleep(3600)
+
+
+def _spawn(payload: dict[str, Any], progress: Progress) -> None:
+    """Start a process of its own, then hang: killing the child must take that process too."""
+    subprocess.Popen(["sleep", "300"])
     progress({"about_to": "hang"})
     time.sleep(3600)
 
@@ -94,4 +102,5 @@ def child_handlers() -> dict[str, Handler]:
         "hang": _hang,
         "eat": _eat,
         "garble": _garble,
+        "spawn": _spawn,
     }

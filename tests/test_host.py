@@ -239,3 +239,14 @@ def test_sigterm_while_the_host_starts_drains_it_and_exits_0(
     host.signal(signal.SIGTERM)
     assert host.wait() == 0
     assert host.events("draining")
+
+
+def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: StartHost) -> None:
+    job_id = enqueue(engine, "spawn", {}, max_attempts=10)
+    start_host(*FAST, "--max-crashes", "1")
+    pid = running_child(engine, job_id)
+    started = wait_for(lambda: psutil.Process(pid).children())
+    assert ended(engine, job_id)["status"] == "failed"
+    assert wait_for(
+        lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in started), 5
+    )
