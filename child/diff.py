@@ -11,7 +11,7 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
    palette expanded, opaque alpha added), so pixelmatch sees the same bytes;
 4. exact pixel gate: the pixels whose RGBA differ at all (pixelmatch's ``a32[i] === b32[i]``);
    none means ``unchanged``, and every later step looks at these pixels only;
-5. the colour metric on those pixels, vectorised with numpy;
+5. the colour metric on those pixels, vectorised with numpy (OKLab once per distinct colour);
 6. pixelmatch's anti-aliasing detector (Vysniauskas 2009) on the pixels that fail the colour
    test only, as pixelmatch runs it, also vectorised;
 7. optionally (on by default) a finer ``flat_threshold`` where both images are flat.
@@ -60,6 +60,8 @@ Flags = npt.NDArray[np.bool_]
 # A colour test over the changed pixels: threshold -> True where the distance exceeds it.
 ColourTest = Callable[[float], Flags]
 
+# A pixel word whose alpha byte is 255 (little-endian RGBA) is at least this.
+OPAQUE = np.uint32(0xFF000000)
 # 35215 is the maximum possible value of the YIQ difference (pixelmatch 7, index.js).
 YIQ_MAX_DELTA = 35215
 # Opacity of the baseline under the red pixels of the diff PNG (pixelmatch's `alpha` option).
@@ -274,8 +276,12 @@ def _difference(rgba1: Ints, rgba2: Ints, background: Ints) -> Floats:
 def _yiq_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     """pixelmatch 7 ``colorDelta``: squared YIQ distance (Kotsarenko and Ramos 2009) above
     ``35215 * threshold**2``."""
-    rgba1, rgba2 = _channels(overlap.a32[changed]), _channels(overlap.b32[changed])
-    d = _difference(rgba1, rgba2, _yiq_background(changed))
+    words1, words2 = overlap.a32[changed], overlap.b32[changed]
+    rgba1, rgba2 = _channels(words1), _channels(words2)
+    if (words1 >= OPAQUE).all() and (words2 >= OPAQUE).all():
+        d = (rgba1[:, :3] - rgba2[:, :3]).astype(np.float64)  # ``_difference``'s exact value
+    else:
+        d = _difference(rgba1, rgba2, _yiq_background(changed))
     y = _luma(d)
     i = d[:, 0] * 0.59597799 - d[:, 1] * 0.27417610 - d[:, 2] * 0.32180189
     q = d[:, 0] * 0.21147017 - d[:, 1] * 0.52261711 + d[:, 2] * 0.31114694
@@ -343,13 +349,27 @@ def _oklab(lin: Floats) -> tuple[Floats, Floats]:
     return lms, 0.5 * (x + np.sqrt(x * x + 4 * TOE_K2 * TOE_K3 * big_l))
 
 
+def _oklab_of(words: Words, pixels: Indices) -> tuple[Floats, Floats]:
+    """``_oklab`` of the given pixels of both images (``words`` holds image 1's pixels, then
+    image 2's), converting each distinct colour once when all are opaque, as pixelmatch 8
+    caches opaque colours (``OKLAB_CACHE`` in ``index.js``): without a background to blend
+    over, the conversion depends on the colour alone, and a screenshot has a few hundred
+    colours over its changed pixels."""
+    if not (words >= OPAQUE).all():
+        background = _checkerboard(np.concatenate([pixels, pixels]))
+        return _oklab(_blended(_channels(words), background))
+    distinct = np.unique(words)
+    lms, lr = _oklab(LINEAR[_channels(distinct)[:, :3]])  # = _blended's value for alpha 255
+    inverse = np.searchsorted(distinct, words)
+    return lms[inverse], lr[inverse]
+
+
 def _oklab_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     """pixelmatch 8 ``colorDelta``: HyAB distance ``|dLr| + sqrt(da**2 + db**2)`` (Abasi et
     al. 2019) in OKLab above ``threshold`` (1 is black against white), tested without the
     square root as ``oklabHyabDelta`` does."""
-    background = _checkerboard(changed)
-    lms1, lr1 = _oklab(_blended(_channels(overlap.a32[changed]), background))
-    lms2, lr2 = _oklab(_blended(_channels(overlap.b32[changed]), background))
+    lms, lr = _oklab_of(np.concatenate([overlap.a32[changed], overlap.b32[changed]]), changed)
+    (lms1, lms2), (lr1, lr2) = np.split(lms, 2), np.split(lr, 2)
     dl, dm, ds = (lms1 - lms2).T
     da = OKLAB_A[0] * dl - OKLAB_A[1] * dm + OKLAB_A[2] * ds
     db = OKLAB_B[0] * dl + OKLAB_B[1] * dm - OKLAB_B[2] * ds
@@ -383,10 +403,9 @@ class _Around:
     on_border: Flags  # per pixel: pixelmatch starts its count of equal siblings at 1
 
     @classmethod
-    def of(cls, overlap: _Overlap, pixels: Indices) -> _Around:
+    def of(cls, width: int, height: int, pixels: Indices) -> _Around:
         """Inside the image a neighbour is the pixel number plus a fixed offset; only pixels
         on the border, a few, take the bounds checks."""
-        width, height = overlap.width, overlap.height
         neighbours = pixels + np.array([[dy * width + dx] for dx, dy in NEIGHBOURS])
         inside = np.ones(neighbours.shape, np.bool_)
         y, x = np.divmod(pixels, width)
@@ -401,15 +420,6 @@ class _Around:
             )
         return cls(pixels, neighbours, inside, on_border)
 
-    def take(self, columns: Indices) -> _Around:
-        """The same for some of the pixels only."""
-        return _Around(
-            self.pixels[columns],
-            self.neighbours[:, columns],
-            self.inside[:, columns],
-            self.on_border[columns],
-        )
-
     def equal_siblings(self, words: Words) -> Counts:
         """How many neighbours have the pixel's exact RGBA, the border counting as one
         (pixelmatch's ``zeroes`` in ``hasManySiblings``)."""
@@ -419,60 +429,86 @@ class _Around:
 
 def _many_siblings(words: Words, overlap: _Overlap, pixels: Indices) -> Flags:
     """pixelmatch ``hasManySiblings``: 3+ neighbours of identical RGBA."""
-    return _Around.of(overlap, pixels).equal_siblings(words) > 2
+    around = _Around.of(overlap.width, overlap.height, pixels)
+    return around.equal_siblings(words) > 2
 
 
 def _flat(overlap: _Overlap, pixels: Indices) -> Flags:
     """3+ identical neighbours in both images: such a pixel cannot be anti-aliased, since
-    ``antialiased`` returns early on 3 equal siblings."""
-    return _many_siblings(overlap.a32, overlap, pixels) & _many_siblings(
-        overlap.b32, overlap, pixels
-    )
+    ``antialiased`` returns early on 3 equal siblings. Image 2 is asked only where image 1
+    says yes, as pixelmatch's ``&&`` does."""
+    flat = _many_siblings(overlap.a32, overlap, pixels)
+    both = np.flatnonzero(flat)
+    flat[both] = _many_siblings(overlap.b32, overlap, pixels[both])
+    return flat
 
 
-def _brightness(words: Words, around: _Around, background: Ints, metric: Metric) -> Floats:
+def _brightness(words: Words, around: _Around, metric: Metric) -> Floats:
     """Luma difference between each pixel and each of its neighbours.
 
     yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
     pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over white;
     when luma cancels out but alpha differs, half the alpha difference. Pixels equal in RGBA
-    give exactly 0, as pixelmatch's early return does.
+    give exactly 0, as pixelmatch's early return does. Where every pixel involved is opaque,
+    both reduce to ``rgb2y`` of the byte differences, read from tables.
     """
-    centre = _channels(words[around.pixels])
-    other = _channels(words[around.neighbours])
-    d = _luma(_difference(centre, other, background))
+    centre, other = words[around.pixels], words[around.neighbours]
+    if (centre >= OPAQUE).all() and (other >= OPAQUE).all():
+        return _opaque_luma(centre, other)
+    background = (
+        _yiq_background(around.pixels)
+        if metric == "yiq"
+        else np.full((around.pixels.size, 3), 255, np.int32)
+    )
+    rgba1, rgba2 = _channels(centre), _channels(other)
+    d = _luma(_difference(rgba1, rgba2, background))
     if metric == "yiq":
         return d
-    da = centre[..., 3] - other[..., 3]
+    da = rgba1[..., 3] - rgba2[..., 3]
     return np.where((d == 0) & (da != 0), da / 2, d)
+
+
+# ``rgb2y`` per channel of a byte difference -255..255, indexed by difference + 255: the same
+# float64 products ``_luma`` forms, so a sum of three table entries is bit-identical to it.
+LUMA_TABLES: list[Floats] = [np.arange(-255.0, 256.0) * weight for weight in LUMA]
+
+
+def _opaque_luma(centre: Words, other: Words) -> Floats:
+    """``_luma(_difference(...))`` of opaque pixels (each centre against its neighbours), where
+    the difference is just ``c1 - c2`` per channel: three table lookups instead of integer
+    blending, a division and three products."""
+    c = centre.view(np.uint8).reshape(*centre.shape, 4)
+    o = other.view(np.uint8).reshape(*other.shape, 4)
+    luma = np.zeros(other.shape)
+    for channel, table in enumerate(LUMA_TABLES):  # R, G, B: added in ``_luma``'s order
+        luma += np.take(table, c[:, channel].astype(np.intp) + 255 - o[..., channel])
+    return luma
 
 
 def _antialiased(words: Words, overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
     """pixelmatch ``antialiased`` ("Anti-aliased Pixel and Intensity Slope Detector",
     V. Vysniauskas, 2009): the pixel sits on an intensity ramp between a darkest and a
     brightest neighbour, one of which has 3+ equal siblings in both images."""
-    around = _Around.of(overlap, pixels)
     # Identical neighbours have a zero delta: 3 of them settle it without any arithmetic.
-    antialiased = around.equal_siblings(words) <= 2
+    antialiased = ~_many_siblings(words, overlap, pixels)
     rest = np.flatnonzero(antialiased)
-    around = around.take(rest)
-    background = (
-        _yiq_background(around.pixels)
-        if metric == "yiq"
-        else np.full((rest.size, 3), 255, np.int32)
-    )
+    around = _Around.of(overlap.width, overlap.height, pixels[rest])
     # NaN for the neighbours pixelmatch skips: neither zero, nor darker, nor brighter.
-    deltas = np.where(around.inside, _brightness(words, around, background, metric), np.nan)
+    deltas = np.where(around.inside, _brightness(words, around, metric), np.nan)
     zeroes = (deltas == 0).sum(axis=0, dtype=np.uint8) + around.on_border
     darkest = np.fmin.reduce(deltas, axis=0, initial=0.0)  # fmin: NaN loses
     brightest = np.fmax.reduce(deltas, axis=0, initial=0.0)
     ramp = (zeroes <= 2) & (darkest < 0) & (brightest > 0)
     # The first neighbour in scan order wins ties, as pixelmatch's strict `<` and `>` do.
+    # (Rows are found for every column and then picked: cheaper than selecting columns.)
     on = np.flatnonzero(ramp)
-    neighbours = around.neighbours[:, on]
-    dark = neighbours[np.argmax(deltas[:, on] == darkest[on], axis=0), np.arange(on.size)]
-    bright = neighbours[np.argmax(deltas[:, on] == brightest[on], axis=0), np.arange(on.size)]
-    ramp[on] = _flat(overlap, dark) | _flat(overlap, bright)
+    dark = around.neighbours[np.argmax(deltas == darkest, axis=0)[on], on]
+    bright = around.neighbours[np.argmax(deltas == brightest, axis=0)[on], on]
+    # pixelmatch's ``||``: the brightest neighbour is asked only where the darkest says no.
+    flat = _flat(overlap, dark)
+    no = np.flatnonzero(~flat)
+    flat[no] = _flat(overlap, bright[no])
+    ramp[on] = flat
     antialiased[rest] = ramp
     return antialiased
 
