@@ -1,0 +1,149 @@
+"""Hosts that share only the database and the artifacts folder: real processes, real shards.
+
+Two hosts on one build must split its shards and end it once; a host killed in the middle of a
+shard must leave it to another host once its lease runs out, with the results recorded once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+
+from supervisor.db import transaction
+from supervisor.demo_images import write_demo_images
+from supervisor.tables import builds, capture_shards, snapshots
+from supervisor.uploads import QueuedBuild, enqueue_build, store_images
+from tests.hosts import FAST, HostProcess, ended, hosts, job, running_child, wait_for
+from tests.test_host import StartHost
+
+#: Copies of the eight demo stories per build: enough work that a shard takes a while.
+COPIES = 4
+#: The demo branch changes four of the eight stories and adds one (see tests/test_demo_images.py).
+CHANGED_PER_COPY, NEW_PER_COPY = 4, 1
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def start_host(database_url: str, artifacts: Path) -> Iterator[StartHost]:
+    yield from hosts(database_url, artifacts)
+
+
+def screenshots(folder: Path, variant: str) -> Path:
+    """The demo stories of `variant`, `COPIES` times under different names."""
+    drawn = folder / "drawn"
+    write_demo_images(drawn, "baseline" if variant == "baseline" else "branch")
+    for copy in range(COPIES):
+        shutil.copytree(drawn, folder / "stories" / f"copy{copy}")
+    return folder / "stories"
+
+
+def upload(engine: Engine, artifacts: Path, folder: Path, branch: str, shards: int) -> QueuedBuild:
+    images = store_images(artifacts, folder)
+    with transaction(engine) as conn:
+        return enqueue_build(conn, project="p", branch=branch, images=images, shards=shards)
+
+
+def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
+
+
+def build_ended(engine: Engine, build_id: int, timeout: float = 60.0) -> dict[str, Any]:
+    return wait_for(
+        lambda: (row := build_row(engine, build_id))["finished_at"] is not None and row, timeout
+    )
+
+
+def accepted_baseline(
+    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+) -> None:
+    """The `main` build, captured and accepted, so that the branch has baselines to diff."""
+    queued = upload(engine, artifacts, screenshots(tmp_path / "main", "baseline"), "main", 1)
+    assert start_host(*FAST, "--drain").wait(60) == 0
+    assert build_row(engine, queued.build_id)["status"] == "passed"
+
+
+def assert_recorded_once(engine: Engine, queued: QueuedBuild) -> None:
+    """Every shard completed with its own snapshots, each name once, and the verdict right."""
+    row = build_row(engine, queued.build_id)
+    assert (row["status"], row["new"], row["changed"], row["failed"]) == (
+        "changed",
+        NEW_PER_COPY * COPIES,
+        CHANGED_PER_COPY * COPIES,
+        0,
+    )
+    assert row["new"] + row["unchanged"] + row["changed"] == queued.snapshot_count
+    with engine.connect() as conn:
+        shards = conn.execute(
+            select(capture_shards.c.status).where(capture_shards.c.build_id == queued.build_id)
+        ).scalars()
+        names = conn.execute(
+            select(snapshots.c.name).where(snapshots.c.build_id == queued.build_id)
+        ).scalars()
+        assert set(shards) == {"completed"}
+        recorded = list(names)
+    assert len(recorded) == len(set(recorded)) == queued.snapshot_count
+
+
+def completed_by(host: HostProcess, job_ids: tuple[int, ...]) -> set[int]:
+    return {
+        event["job_id"]
+        for event in host.events("job finished", outcome="completed")
+        if event["job_id"] in job_ids
+    }
+
+
+def test_two_hosts_split_a_builds_shards_and_end_it_once(
+    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+) -> None:
+    accepted_baseline(engine, artifacts, tmp_path, start_host)
+    first = start_host(*FAST, "--concurrency", "1")
+    second = start_host(*FAST, "--concurrency", "1")
+    for host in (first, second):
+        host.wait_for_event("image engine loaded")
+    queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 8)
+    build_ended(engine, queued.build_id)
+    assert first.stop() == 0 and second.stop() == 0
+    assert_recorded_once(engine, queued)
+    split = [completed_by(host, queued.job_ids) for host in (first, second)]
+    assert all(split), f"one host took every shard: {split}"
+    assert split[0] | split[1] == set(queued.job_ids) and not split[0] & split[1]
+    finished = [
+        event
+        for host in (first, second)
+        for event in host.events("build finished", build_id=queued.build_id)
+    ]
+    assert len(finished) == 1
+
+
+def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease(
+    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+) -> None:
+    accepted_baseline(engine, artifacts, tmp_path, start_host)
+    short_lease = (*FAST, "--concurrency", "1", "--lease-seconds", "2", "--stall-seconds", "1.5")
+    doomed = start_host(*short_lease)
+    doomed.wait_for_event("image engine loaded")
+    queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 1)
+    (job_id,) = queued.job_ids
+    running_child(engine, job_id)
+    doomed.signal(signal.SIGKILL)
+    doomed.wait()
+    assert job(engine, job_id)["status"] == "running", "the shard ended before the kill"
+    rescuer = start_host(*short_lease)
+    row = ended(engine, job_id, timeout=60)
+    assert (row["status"], row["attempt"], row["crashes"]) == ("completed", 2, 0)
+    assert rescuer.stop() == 0
+    assert completed_by(rescuer, queued.job_ids) == {job_id}
+    assert not completed_by(doomed, queued.job_ids)
+    assert_recorded_once(engine, queued)
+    assert len(rescuer.events("build finished", build_id=queued.build_id)) == 1
