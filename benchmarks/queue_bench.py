@@ -27,8 +27,7 @@ What is measured:
 3. Statements per job of our queue, counted on the engine: statements the driver executes
    (SQLAlchemy `before_cursor_execute`), transaction begins and commits (SQLAlchemy `begin` and
    `commit` events: psycopg sends BEGIN before the first statement and COMMIT at the end, each a
-   round trip) and pool checkouts (the engine has `pool_pre_ping`, so every checkout of a pooled
-   connection first sends an empty query, `;`, that the statement event does not see). Each
+   round trip). The engine does not pre-ping pooled connections, so nothing else is sent. Each
    operation runs in its own `transaction(engine)`, as the host does.
 4. The plan of our claim statement: the statement `claim` compiles is captured and run under
    `EXPLAIN (ANALYZE, BUFFERS)` (rolled back) on a queue of N queued jobs after ANALYZE, and the
@@ -529,12 +528,11 @@ class Measured:
     statements: float
     begins: float
     commits: float
-    pings: float
     seen: str
 
     @property
     def round_trips(self) -> float:
-        return self.statements + self.begins + self.commits + self.pings
+        return self.statements + self.begins + self.commits
 
     @property
     def round_trips_per_job(self) -> float:
@@ -548,7 +546,6 @@ class Counts:
     statements: int = 0
     begins: int = 0
     commits: int = 0
-    checkouts: int = 0
     seen: set[str] = field(default_factory=set)
 
     def take(self, operation: str, calls: int, jobs_per_call: int) -> Measured:
@@ -559,14 +556,13 @@ class Counts:
             self.statements / calls,
             self.begins / calls,
             self.commits / calls,
-            self.checkouts / calls,
             ", ".join(sorted(self.seen)),
         )
         self.reset()
         return measured
 
     def reset(self) -> None:
-        self.statements = self.begins = self.commits = self.checkouts = 0
+        self.statements = self.begins = self.commits = 0
         self.seen = set()
 
 
@@ -584,21 +580,17 @@ def counting_engine(url: str) -> tuple[Engine, Counts]:
     def on_commit(*_: Any) -> None:
         counts.commits += 1
 
-    def on_checkout(*_: Any) -> None:
-        counts.checkouts += 1
-
     event.listen(engine, "before_cursor_execute", on_statement)
     event.listen(engine, "begin", on_begin)
     event.listen(engine, "commit", on_commit)
-    event.listen(engine, "checkout", on_checkout)
     return engine, counts
 
 
 def describe_statement(statement: str) -> str:
     """A short name for a statement: its first words, or what the claim and the NOTIFY are."""
     words = statement.split()
-    if words[:2] == ["WITH", "picked"]:
-        return "WITH picked .. UPDATE jobs"
+    if words[:2] == ["WITH", "expired"]:
+        return "claim (WITH expired, due .. UPDATE jobs)"
     if words[0] == "SELECT" and "pg_notify" in statement:
         return "SELECT pg_notify"
     return " ".join(words[:3] if words[0] == "INSERT" else words[:2])
@@ -610,7 +602,7 @@ def measure_statements(url: str, engine: Engine) -> list[Measured]:
     counter, counts = counting_engine(url)
     measured: list[Measured] = []
     try:
-        # Open the pooled connection first: from now on every checkout is a pre-pinged one.
+        # Open the pooled connection first, so that connecting is not counted.
         with transaction(counter) as conn:
             conn.execute(text("SELECT 1"))
         counts.reset()
@@ -645,7 +637,6 @@ def report_statements(measured: list[Measured]) -> None:
             f"{m.statements:g}",
             f"{m.begins:g}",
             f"{m.commits:g}",
-            f"{m.pings:g}",
             f"{m.round_trips:g}",
             f"{m.round_trips_per_job:.2f}",
             m.seen,
@@ -661,7 +652,6 @@ def report_statements(measured: list[Measured]) -> None:
             "stmts/call",
             "BEGIN",
             "COMMIT",
-            "pre-ping",
             "round trips/call",
             "round trips/job",
             "statements seen",
@@ -675,8 +665,7 @@ def report_statements(measured: list[Measured]) -> None:
     )
     print(
         "   stmts: before_cursor_execute; BEGIN/COMMIT: SQLAlchemy begin/commit events (psycopg\n"
-        "   sends each as its own round trip); pre-ping: pool checkouts, each an empty query (';')\n"
-        "   that before_cursor_execute does not see. Round trips = the sum.\n"
+        "   sends each as its own round trip). Round trips = the sum.\n"
         f"   Whole life of a job (enqueue + claim/batch + ack), round trips: {lifecycle}"
     )
 
