@@ -393,17 +393,13 @@ class Host:
     def wait(self) -> None:
         """Sleep until a child speaks, a NOTIFY or signal arrives, or the next duty is due."""
         now = time.monotonic()
-        deadlines = [
-            self.timers.poll_at,
-            self.timers.cancel_check_at,
-            self.timers.memory_check_at,
-            now + 1.0,
-        ]
+        # At least once a second: stalls, grace periods and back-offs are checked on waking.
+        deadlines = [self.timers.cancel_check_at, self.timers.memory_check_at, now + 1.0]
+        if any(child.ready for child in self.pool.children.values()):
+            deadlines.append(self.timers.poll_at)  # a poll only matters with a child to give work
         if self.draining_until is not None:
             deadlines.append(self.draining_until)
         timeout = max(0.0, min(deadlines) - now)
-        if any(child.ready for child in self.pool.children.values()) is False and self.running:
-            timeout = min(timeout, 1.0)
         sources: list[Any] = [self._wakeup_read, *self.pool.children.values()]
         listen_fd = self.listener.fileno() if self.listener else None
         if listen_fd is not None:

@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Engine, select
 
@@ -28,14 +28,16 @@ FAST = (
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 20.0, interval: float = 0.05) -> T:
+def wait_for(
+    predicate: Callable[[], T | None | Literal[False]], timeout: float = 20.0, interval: float = 0.05
+) -> T:
     """Poll until `predicate` returns something truthy; fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             value = predicate()
         except DatabaseUnavailable:
-            value = None  # type: ignore[assignment]
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:

@@ -250,3 +250,16 @@ def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: Start
     assert wait_for(
         lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in started), 5
     )
+
+
+def test_host_sleeps_while_its_children_work(engine: Engine, start_host: StartHost) -> None:
+    first, second = (enqueue(engine, "sleep", {"seconds": 6, "step": 1.0}) for _ in range(2))
+    host = start_host(*FAST)
+    running_child(engine, first)
+    running_child(engine, second)
+    process = psutil.Process(host.pid)
+    before = process.cpu_times()
+    time.sleep(2.0)
+    after = process.cpu_times()
+    busy = (after.user + after.system) - (before.user + before.system)
+    assert busy < 0.5, f"the host used {busy:.2f} s of CPU in 2 s while only waiting"
