@@ -52,12 +52,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -104,6 +101,7 @@ from supervisor.forkserver import ForkServer  # noqa: E402
 from supervisor.migrate import upgrade  # noqa: E402
 from supervisor.tables import jobs  # noqa: E402
 from supervisor.wakeup import libpq_conninfo  # noqa: E402
+from tests.hosts import HostProcess  # noqa: E402
 
 CONCURRENCY = ("--concurrency", "2")
 #: pgqueuer entrypoint of the end-to-end runs.
@@ -182,69 +180,13 @@ def wait_for(predicate: Callable[[], T | None], timeout: float, interval: float 
     return value
 
 
-class Host:
-    """`python -m supervisor run --concurrency 2 ...` with its JSON log in a file."""
-
-    def __init__(self, workdir: Path, db: Database, *options: str, plugins: str = "") -> None:
-        self.log_path = workdir / f"host-{time.monotonic_ns()}.log"
-        env = {
-            **os.environ,
-            "STORYSHELF_PLUGINS": plugins,
-            "PYTHONPATH": str(REPO),
-            "STORYSHELF_LOG_LEVEL": "debug",
-        }
-        command = [
-            sys.executable, "-m", "supervisor", "run", "--database-url", db.url,
-            "--artifacts", str(workdir / "artifacts"), *CONCURRENCY, *options,
-        ]  # fmt: skip
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO
-            )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def events(self, name: str | None = None, **fields: Any) -> list[dict[str, Any]]:
-        found = []
-        for line in self.log_path.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if (name is None or event.get("event") == name) and all(
-                event.get(k) == v for k, v in fields.items()
-            ):
-                found.append(event)
-        return found
-
-    def wait_for_event(self, name: str, timeout: float = 60.0, **fields: Any) -> dict[str, Any]:
-        return wait_for(lambda: next(iter(self.events(name, **fields)), None), timeout)
-
-    def wait(self, timeout: float) -> int:
-        return self.process.wait(timeout)
-
-    def stop(self) -> None:
-        """SIGTERM and wait for the drain; killed if it does not leave."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text()[-4000:]
-
-
 def wait_until_completed(db: Database, count: int) -> None:
     wait_for(lambda: True if completed(db) >= count else None, HOST_TIMEOUT_SECONDS, 0.5)
 
 
-def start_host(workdir: Path, db: Database, *options: str, plugins: str = "") -> Host:
-    return Host(workdir, db, *options, plugins=plugins)
+def start_host(workdir: Path, db: Database, *options: str, plugins: str = "") -> HostProcess:
+    """`python -m supervisor run --concurrency 2 ...` with its JSON log in `workdir`."""
+    return HostProcess(db.url, workdir / "artifacts", *CONCURRENCY, *options, plugins=plugins)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,7 +350,7 @@ def enqueue_stamped(db: Database, seq: int) -> tuple[int, float]:
     return job_id, stamped
 
 
-def started_at(host: Host, job_ids: set[int]) -> dict[int, float] | None:
+def started_at(host: HostProcess, job_ids: set[int]) -> dict[int, float] | None:
     """When each job's `job started` was logged, once all were."""
     found = {e["job_id"]: timestamp(e) for e in host.events("job started")}
     return found if job_ids <= found.keys() else None
