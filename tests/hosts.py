@@ -29,7 +29,9 @@ T = TypeVar("T")
 
 
 def wait_for(
-    predicate: Callable[[], T | Literal[False] | None], timeout: float = 20.0, interval: float = 0.05
+    predicate: Callable[[], T | Literal[False] | None],
+    timeout: float = 20.0,
+    interval: float = 0.05,
 ) -> T:
     """Poll until `predicate` returns something truthy; fail the test after `timeout` seconds."""
     deadline = time.monotonic() + timeout
