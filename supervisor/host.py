@@ -162,7 +162,7 @@ class Host:
             self.pool.fork_server.stop()
             return self.refuse(engine_error)
         self.engine = connect(self.settings.database_url, pool_size=2)
-        self.settler = Settler(self.engine, self.settings, self.kinds, self.pool, self.log)
+        self.settler = Settler(self.engine, self.settings, self.kinds, self.log)
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url)
             self.listener.connect()

@@ -25,7 +25,7 @@ from supervisor.config import HostSettings
 from supervisor.crash_failure import fail_crashed_capture
 from supervisor.db import DatabaseUnavailable, connection_lost, transaction
 from supervisor.kinds import Kind
-from supervisor.pool import Child, Pool
+from supervisor.pool import Child
 from supervisor.queue import Job
 from supervisor.tables import jobs
 
@@ -70,13 +70,11 @@ class Settler:
         engine: Engine,
         settings: HostSettings,
         kinds: dict[str, Kind],
-        pool: Pool,
         log: BoundLogger,
     ):
         self.engine = engine
         self.settings = settings
         self.kinds = kinds
-        self.pool = pool
         self.log = log
         self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
         #: Jobs a child finished, with their results: recorded with the next claim.

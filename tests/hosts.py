@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select
 
 from supervisor import queue
 from supervisor.db import DatabaseUnavailable, transaction
-from supervisor.tables import jobs
+from supervisor.tables import builds, jobs, projects
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Short leases, stalls and backoffs, so that the tests see every path within seconds.
@@ -136,8 +136,16 @@ def job(engine: Engine, job_id: int) -> dict[str, Any]:
         return dict(conn.execute(select(jobs).where(jobs.c.id == job_id)).one()._mapping)
 
 
-def status_of(engine: Engine, job_id: int) -> str:
-    return str(job(engine, job_id)["status"])
+def make_build(engine: Engine) -> int:
+    """A project and a build to hang jobs on (for cancels, which act on builds)."""
+    with transaction(engine) as conn:
+        project = conn.execute(
+            projects.insert().values(name="p").returning(projects.c.id)
+        ).scalar_one()
+        build: int = conn.execute(
+            builds.insert().values(project_id=project, branch="b").returning(builds.c.id)
+        ).scalar_one()
+    return build
 
 
 def ended(engine: Engine, job_id: int, timeout: float = 30.0) -> dict[str, Any]:

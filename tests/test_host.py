@@ -15,7 +15,18 @@ import pytest
 from sqlalchemy import Engine
 
 from supervisor.cli import main as cli_main
-from tests.hosts import FAST, ROOT, HostProcess, ended, enqueue, hosts, job, running_child, wait_for
+from tests.hosts import (
+    FAST,
+    ROOT,
+    HostProcess,
+    ended,
+    enqueue,
+    hosts,
+    job,
+    make_build,
+    running_child,
+    wait_for,
+)
 
 StartHost = Callable[..., HostProcess]
 
@@ -98,16 +109,7 @@ def test_oversized_frame_is_a_protocol_error(engine: Engine, start_host: StartHo
 def test_cancel_of_a_running_job_ends_it_within_five_seconds(
     engine: Engine, start_host: StartHost, database_url: str
 ) -> None:
-    from supervisor.db import transaction
-    from supervisor.tables import builds, projects
-
-    with transaction(engine) as conn:
-        project = conn.execute(
-            projects.insert().values(name="p").returning(projects.c.id)
-        ).scalar_one()
-        build = conn.execute(
-            builds.insert().values(project_id=project, branch="b").returning(builds.c.id)
-        ).scalar_one()
+    build = make_build(engine)
     job_id = enqueue(engine, "sleep", {"seconds": 60}, build_id=build)
     host = start_host(*FAST)
     pid = running_child(engine, job_id)

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, select, update
 from supervisor import queue
 from supervisor.db import transaction
 from supervisor.tables import jobs
+from tests.hosts import make_build
 
 LEASE = 30.0
 
@@ -53,7 +54,8 @@ def test_claim_skips_jobs_not_yet_due(engine: Engine) -> None:
 
 
 def test_ack_completes_and_releases_the_lease(engine: Engine) -> None:
-    (job,) = claim(engine) if enqueue(engine) else []
+    enqueue(engine)
+    (job,) = claim(engine)
     with transaction(engine) as conn:
         assert queue.ack(conn, job.lease)
     stored = row(engine, job.id)
@@ -152,15 +154,7 @@ def test_release_gives_the_job_back_without_spending_an_attempt(engine: Engine) 
 def test_cancel_of_a_queued_job_is_immediate_and_of_a_running_one_is_flagged(
     engine: Engine,
 ) -> None:
-    with transaction(engine) as conn:
-        from supervisor.tables import builds, projects
-
-        project_id = conn.execute(
-            projects.insert().values(name="p").returning(projects.c.id)
-        ).scalar_one()
-        build_id = conn.execute(
-            builds.insert().values(project_id=project_id, branch="b").returning(builds.c.id)
-        ).scalar_one()
+    build_id = make_build(engine)
     running_id, queued_id = enqueue(engine, 2, build_id=build_id)
     (running,) = claim(engine)
     with transaction(engine) as conn:

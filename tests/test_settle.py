@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Engine, text
 from supervisor.config import HostSettings
 from supervisor.db import DatabaseUnavailable
 from supervisor.kinds import Kind, Payload
-from supervisor.pool import Child, Pool
+from supervisor.pool import Child
 from supervisor.queue import Job
 from supervisor.settle import Settler
 from tests.hosts import enqueue, job
@@ -40,8 +40,7 @@ def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
     job_id = enqueue(engine, "drop")
     kinds = {"drop": Kind("drop", accepts=lambda _data: True, prepare=_drop_own_connection)}
     settings = HostSettings(database_url=database_url, artifacts=tmp_path, host_id="h")
-    pool = Pool.__new__(Pool)  # claiming never touches the pool
-    settler = Settler(engine, settings, kinds, pool, structlog.get_logger().bind())
+    settler = Settler(engine, settings, kinds, structlog.get_logger().bind())
     with pytest.raises(DatabaseUnavailable):
         settler.complete_and_claim([child])
     row = job(engine, job_id)
