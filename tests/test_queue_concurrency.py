@@ -7,6 +7,7 @@ import multiprocessing
 import select
 import threading
 import time
+from multiprocessing.synchronize import Barrier
 
 import pytest
 from sqlalchemy import Engine, func, text
@@ -19,10 +20,26 @@ from supervisor.tables import jobs
 from supervisor.wakeup import Listener
 from tests.postgres_server import TemporaryPostgres
 
+_start_line: Barrier | None = None
+
+
+def wait_at_start_line(barrier: Barrier) -> None:
+    """Pool initializer: keep the barrier that lines the claimers up."""
+    global _start_line
+    _start_line = barrier
+
 
 def drain_queue(url: str, host: str, batch: int) -> list[int]:
-    """One claiming process: claim and ack until the queue stays empty."""
+    """One claiming process: claim and ack until the queue stays empty.
+
+    Every process connects, then waits for the others, so that the first one spawned cannot
+    drain the whole queue while the rest are still importing.
+    """
     engine = connect(url)
+    with engine.connect():
+        pass
+    if _start_line is not None:
+        _start_line.wait()
     taken: list[int] = []
     empty_rounds = 0
     while empty_rounds < 3:
@@ -48,7 +65,8 @@ def test_claim_never_gives_one_job_to_two_hosts(database_url: str, engine: Engin
     with transaction(engine) as conn:
         conn.execute(jobs.insert(), [{"kind": "noop", "data": {"n": n}} for n in range(total)])
     context = multiprocessing.get_context("spawn")
-    with context.Pool(processes) as pool:
+    start_line = context.Barrier(processes, timeout=60)
+    with context.Pool(processes, wait_at_start_line, (start_line,)) as pool:
         results = pool.starmap(
             drain_queue, [(database_url, f"host-{n}", 8) for n in range(processes)]
         )
