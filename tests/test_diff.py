@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -154,12 +153,10 @@ def huge_png(width: int, height: int) -> bytes:
 def test_oversized_image_is_refused_from_its_header(tmp_path: Path) -> None:
     huge = tmp_path / "huge.png"
     huge.write_bytes(huge_png(100_000, 100_000))
-    start = time.perf_counter()
     with pytest.raises(ImageError, match=r"huge\.png: 100000x100000 .* above the limit"):
         compare(FIXTURES / "text-1px.a.png", huge, None)
     with pytest.raises(ImageError, match="above the limit"):
         probe(huge, 50_000_000)
-    assert time.perf_counter() - start < 1.0
     assert probe(FIXTURES / "text-1px.a.png", 200 * 120) == (200, 120)
 
 
