@@ -97,6 +97,19 @@ TO_PARENT: dict[str, type[Any]] = {
 }
 
 
+def _fields(cls: type[Any]) -> dict[str, tuple[Any, bool]]:
+    """Each field of a message class: its type hint and whether it must be sent."""
+    hints = typing.get_type_hints(cls)
+    return {
+        field.name: (hints[field.name], field.default is dataclasses.MISSING)
+        for field in dataclasses.fields(cls)
+    }
+
+
+#: Read once: resolving type hints costs more than decoding a frame, and every frame needs them.
+_FIELDS = {cls: _fields(cls) for cls in (*TO_CHILD.values(), *TO_PARENT.values())}
+
+
 def to_wire(message: Message) -> dict[str, Any]:
     return {"type": message.type, **dataclasses.asdict(message)}
 
@@ -108,17 +121,16 @@ def from_wire(obj: object, accepted: dict[str, type[Any]]) -> Any:
     cls = accepted.get(obj["type"])
     if cls is None:
         raise ProtocolError(f"unexpected message type {obj['type']!r}")
-    fields = {field.name: field for field in dataclasses.fields(cls)}
+    fields = _FIELDS[cls]
     values = {key: value for key, value in obj.items() if key != "type"}
-    if unknown := set(values) - set(fields):
+    if unknown := values.keys() - fields.keys():
         raise ProtocolError(f"{obj['type']}: unknown fields {sorted(map(str, unknown))}")
-    hints = typing.get_type_hints(cls)
-    for name, field in fields.items():
+    for name, (hint, required) in fields.items():
         if name not in values:
-            if field.default is dataclasses.MISSING:
+            if required:
                 raise ProtocolError(f"{obj['type']}: missing field {name!r}")
             continue
-        if not _matches(values[name], hints[name]):
+        if not _matches(values[name], hint):
             raise ProtocolError(
                 f"{obj['type']}: field {name!r} has type {type(values[name]).__name__}"
             )
