@@ -54,6 +54,9 @@ def drain_queue(url: str, host: str, batch: int) -> list[int]:
             for job in claimed:
                 assert queue.ack(conn, job.lease)
         taken.extend(job.id for job in claimed)
+        # A host works between claims. Without a pause, one SQLite writer can take the lock
+        # back before the others' busy handlers wake up, and drain the queue alone.
+        time.sleep(0.002)
     engine.dispose()
     return taken
 
