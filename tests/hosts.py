@@ -158,6 +158,10 @@ def ended(engine: Engine, job_id: int, timeout: float = 30.0) -> dict[str, Any]:
     )
 
 
-def running_child(engine: Engine, job_id: int, timeout: float = 20.0) -> int:
-    """The pid of the child running the job, once the job's row names it."""
-    return int(wait_for(lambda: job(engine, job_id)["child_pid"], timeout))
+def running_child(host: HostProcess, job_id: int, timeout: float = 20.0) -> int:
+    """The pid of the child running the job, once the child accepted it.
+
+    Not as soon as the job's row names a child: the claim writes the pid before the job is
+    sent, and a child killed before it accepts the job costs no crash.
+    """
+    return int(host.wait_for_event("job accepted", timeout, job_id=job_id)["child_pid"])

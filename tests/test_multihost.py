@@ -135,7 +135,7 @@ def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease
     doomed.wait_for_event("image engine loaded")
     queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 1)
     (job_id,) = queued.job_ids
-    running_child(engine, job_id)
+    running_child(doomed, job_id)
     doomed.signal(signal.SIGKILL)
     doomed.wait()
     assert job(engine, job_id)["status"] == "running", "the shard ended before the kill"
