@@ -1,8 +1,9 @@
 """`python -m supervisor run`: the capture host's main loop.
 
 The loop reads like an arbiter's: handle queued signals, reap the dead, stop the hung and the
-bloated, check for cancels, keep the children, claim work for idle children, then wait for the
-next thing to happen (a child's message, a NOTIFY, a signal, a child's death, a deadline).
+bloated, check for cancels, keep the children, claim work for them (a few jobs ahead when jobs
+are short: `supervisor.claim_ahead`), then wait for the next thing to happen (a child's message,
+a NOTIFY, a signal, a child's death, a deadline).
 Everything runs on this one thread; signal handlers only queue the signal. What happens to a job
 is decided in `supervisor.settle`; which process runs it, in `supervisor.pool`.
 """
@@ -26,6 +27,7 @@ from sqlalchemy import select as sql_select
 
 from ipc.messages import Accepted, Cancel, Cancelled, Done, Failed, Hello, Progress, Run, Stop
 from supervisor import queue, scratch
+from supervisor.claim_ahead import ClaimAhead
 from supervisor.config import HostSettings
 from supervisor.db import DatabaseUnavailable, connect, is_postgres, transaction
 from supervisor.deaths import OomCounter, death_cause
@@ -51,6 +53,8 @@ DELIBERATE_KILLS = frozenset({"cancelled", "lost", "released", "host stopping", 
 HELLO_TIMEOUT_SECONDS = 30.0
 #: The longest the host waits after a database error before trying again.
 DB_RETRY_MAX_SECONDS = 10.0
+#: How long finished jobs may wait to be acknowledged together (sooner with the next claim).
+ACK_DELAY_SECONDS = 0.05
 
 
 def new_host_id() -> str:
@@ -105,7 +109,10 @@ class Host:
         self.log = log.bind(host=self.settings.host_id)
         self.sizing = size_host(settings.child_memory_bytes, settings.concurrency)
         self.signals: deque[int] = deque()
+        #: Jobs a child is running, by id.
         self.running: dict[int, Running] = {}
+        #: Jobs claimed for a child that has not been sent them yet.
+        self.ahead = ClaimAhead()
         self.timers = Timers()
         self.health = Health(settings.restart_limit, settings.restart_window_seconds)
         self.oom = OomCounter()
@@ -223,6 +230,8 @@ class Host:
             running=len(self.running),
             drain_seconds=self.settings.drain_seconds,
         )
+        for running in self.ahead.take_all():
+            self.settler.release(running)
         for child in list(self.pool.children.values()):
             if child.ready:
                 self.pool.stop(child, Stop())
@@ -240,6 +249,7 @@ class Host:
             if child is None:
                 continue  # an orphan we adopted as subreaper: nothing of ours
             scratch.remove_child_scratch(self.settings.artifacts, pid)
+            self.give_back(child)
             cause = death_cause(status, self.oom, killed_for=child.kill_reason)
             running = self.running.pop(child.job_id, None) if child.job_id is not None else None
             if running is None and child.kill_reason is None and child.stopping and status == 0:
@@ -297,6 +307,9 @@ class Host:
                 self.pool.kill(child, running.stopping or "stopped")
             elif now - running.last_progress_at > self.settings.stall_seconds:
                 self.pool.kill(child, f"hung (no progress for {self.settings.stall_seconds:g} s)")
+        for held in self.ahead.overdue(self.running.values(), now):
+            held.log.info("giving back a job claimed ahead: its child is busy with a long one")
+            self.settler.release(held)
         if now < self.timers.memory_check_at:
             return
         self.timers.memory_check_at = now + MEMORY_CHECK_SECONDS
@@ -311,6 +324,7 @@ class Host:
                     rss=rss,
                 )
                 child.stopping = True
+                self.give_back(child)
                 if child.job_id is None:
                     self.pool.send(child, Stop())
 
@@ -335,12 +349,16 @@ class Host:
         if now < self.timers.cancel_check_at:
             return
         self.timers.cancel_check_at = now + self.settings.cancel_check_seconds
-        if not self.running:
+        held = [running.job.id for running in self.ahead]
+        if not self.running and not held:
             return
         with transaction(self.engine) as conn:
-            wanted = queue.cancel_requested(conn, list(self.running))
+            wanted = queue.cancel_requested(conn, [*self.running, *held])
         for job_id in wanted:
-            self.stop_job(self.running[job_id], "cancelled")
+            if job_id in self.running:
+                self.stop_job(self.running[job_id], "cancelled")
+            elif (never_sent := self.ahead.take_job(job_id)) is not None:
+                self.settler.cancel(never_sent)
 
     def stop_job(self, running: Running, why: str) -> None:
         """Ask the child to stop the job (a cancel, or a lease lost); it is killed after a grace."""
@@ -352,32 +370,65 @@ class Host:
         self.pool.send(running.child, Cancel(running.job.id))
 
     def claim_and_dispatch(self) -> None:
-        """Record finished jobs and, when a poll is due, claim work for the idle children."""
+        """Record finished jobs and, when a claim is due, claim work for the children."""
         now = time.monotonic()
         if now >= self.timers.expire_check_at:
             self.timers.expire_check_at = now + self.settings.lease_seconds / 4
             self.settler.expire_leases()
-        idle = [child for child in self.pool.children.values() if child.ready]
-        may_claim = self.draining_until is None and bool(idle) and now >= self.timers.poll_at
-        if not may_claim and not self.settler.completions:
+        may_claim = self.draining_until is None and now >= self.timers.poll_at
+        wanted = (
+            self.ahead.wanted(self.pool.children.values(), self.running.values(), now)
+            if may_claim
+            else []
+        )
+        if not wanted and not self.acks_due(now):
             return
-        started = self.settler.complete_and_claim(idle if may_claim else [])
-        for running in started:
-            self.running[running.job.id] = running
-            running.child.job_id = running.job.id
-            self.pool.send(
-                running.child,
-                Run(running.job.id, running.job.kind, running.job.attempt, running.payload),
-            )
-        if not may_claim:
+        claimed = 0
+        for running in self.settler.complete_and_claim(wanted):
+            self.ahead.add(running)
+            claimed += 1
+        self.dispatch_all()
+        if not wanted:
             return
-        if started:
+        if claimed:
             self.last_work_at = now
-        self.found_nothing = not started
-        if len(started) == len(idle):
-            self.timers.poll_at = now  # there may be more: claim again when a child is free
+        self.found_nothing = not claimed
+        if claimed == len(wanted):
+            self.timers.poll_at = now  # there may be more: claim again when a child wants it
         else:
             self.timers.poll_at = now + self.next_poll_delay(now)
+
+    def acks_due(self, now: float) -> bool:
+        """Finished jobs are recorded with the next claim, or once they waited long enough."""
+        since = self.settler.completions_since
+        if since is None:
+            return False
+        quiet = not self.running or self.draining_until is not None
+        return quiet or now - since >= ACK_DELAY_SECONDS
+
+    def dispatch_all(self) -> None:
+        for child in list(self.pool.children.values()):
+            self.dispatch(child)
+
+    def dispatch(self, child: Child) -> None:
+        """Send a free child the next job claimed for it."""
+        if not child.ready:
+            return
+        running = self.ahead.next_for(child)
+        if running is None:
+            return
+        running.started_at = running.last_progress_at = time.monotonic()
+        self.running[running.job.id] = running
+        child.job_id = running.job.id
+        running.log.info("job started")
+        self.pool.send(
+            child, Run(running.job.id, running.job.kind, running.job.attempt, running.payload)
+        )
+
+    def give_back(self, child: Child) -> None:
+        """Release the jobs claimed ahead for a child that will not run them."""
+        for running in self.ahead.take(child):
+            self.settler.release(running)
 
     def next_poll_delay(self, now: float) -> float:
         """The cadence's delay, or sooner when a queued job (a retry's backoff) comes due first.
@@ -399,6 +450,8 @@ class Host:
             deadlines.append(self.timers.poll_at)  # a poll only matters with a child to give work
         if self.draining_until is not None:
             deadlines.append(self.draining_until)
+        if self.settler.completions_since is not None:
+            deadlines.append(self.settler.completions_since + ACK_DELAY_SECONDS)
         timeout = max(0.0, min(deadlines) - now)
         sources: list[Any] = [self._wakeup_read, *self.pool.children.values()]
         listen_fd = self.listener.fileno() if self.listener else None
@@ -456,6 +509,7 @@ class Host:
         running.last_progress_at = now
         if isinstance(message, Accepted):
             running.accepted = True  # the claim set a full lease: nothing to renew yet
+            running.log.debug("job accepted")
         elif isinstance(message, Progress):
             if now - running.renewed_at >= self.settings.lease_seconds / 4:
                 self.with_database(lambda: self.settler.renew(running, now))
@@ -470,12 +524,16 @@ class Host:
         child.job_id = None
         child.jobs_done += 1
         self.health.child_succeeded()
+        self.ahead.job_took(time.monotonic() - running.started_at)
         self.settler.ended(running, message)
         if child.jobs_done >= child.max_jobs and not child.stopping:
             self.log.info("recycling child", child_pid=child.pid, jobs_done=child.jobs_done)
             child.stopping = True
         if child.stopping or self.draining_until is not None:
+            self.give_back(child)
             self.pool.stop(child, Stop())
+        else:
+            self.dispatch(child)
         self.timers.poll_at = min(self.timers.poll_at, time.monotonic())
 
     # -- the end ----------------------------------------------------------------------------
@@ -494,6 +552,7 @@ class Host:
             self.settings.exit_when_idle
             and self.found_nothing
             and not self.running
+            and not self.ahead
             and not self.settler.busy
         ):
             self.found_nothing = False

@@ -36,6 +36,7 @@ from sqlalchemy import (
     literal,
     select,
     text,
+    tuple_,
     union_all,
     update,
 )
@@ -350,7 +351,6 @@ _FENCED: dict[str, Callable[[str], dict[str, Any]]] = {
         "lease_expires_at": _moment(d, "lease_until"),
         "child_pid": bindparam("new_child_pid"),
     },
-    "ack": lambda d: _ended(d, "completed", None),
     "fail": lambda d: _ended(d, "failed", None) | {"error": bindparam("new_error")},
     "fail_crashed": lambda d: (
         _ended(d, "failed", None) | {"error": bindparam("new_error")} | _CRASHES
@@ -386,9 +386,35 @@ def renew(
     return _update_fenced(conn, "renew_with_pid", lease, new_child_pid=child_pid, **until)
 
 
+@functools.cache
+def _ack_statement(dialect: str) -> Update:
+    """Many jobs' fences in one statement: a host acknowledges what its children finished at once."""
+    return (
+        update(jobs)
+        .where(
+            tuple_(jobs.c.id, jobs.c.attempt).in_(bindparam("fences", expanding=True)),
+            jobs.c.locked_by == bindparam("fence_locked_by"),
+            jobs.c.status == "running",
+        )
+        .values(_ended(dialect, "completed", None))
+        .returning(jobs.c.id)
+    )
+
+
 def ack(conn: Connection, lease: Lease) -> bool:
     """The job succeeded."""
-    return _update_fenced(conn, "ack", lease, **_moments(conn, ended_at=0))
+    return lease.job_id in ack_all(conn, [lease])
+
+
+def ack_all(conn: Connection, leases: Sequence[Lease]) -> set[int]:
+    """These jobs succeeded: one statement per holder; the ids that were still ours."""
+    acked: set[int] = set()
+    holders = {lease.locked_by for lease in leases}
+    for holder in holders:
+        fences = [(lease.job_id, lease.attempt) for lease in leases if lease.locked_by == holder]
+        params = {"fences": fences, "fence_locked_by": holder, **_moments(conn, ended_at=0)}
+        acked.update(conn.execute(_ack_statement(conn.dialect.name), params).scalars())
+    return acked
 
 
 def fail(

@@ -79,47 +79,50 @@ class Settler:
         self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
         #: Jobs a child finished, with their results: recorded with the next claim.
         self.completions: list[tuple[Running, Any]] = []
+        #: When the oldest of `completions` finished (monotonic), while there are any.
+        self.completions_since: float | None = None
         self._pending_at = 0.0
 
     # -- starting ---------------------------------------------------------------------------
 
-    def complete_and_claim(self, idle: list[Child]) -> list[Running]:
-        """Record the jobs children finished, then claim a job for each idle child: one transaction.
+    def complete_and_claim(self, children: list[Child]) -> list[Running]:
+        """Record the jobs children finished, then claim a job for each entry of `children`: one
+        transaction.
 
         One transaction for both halves a host's round trips per job: a child that finishes a
-        job is usually idle and wants the next one. On a database outage nothing is lost: the
-        finished jobs wait in `completions` and the claim is simply tried again.
+        job usually wants the next one. On a database outage nothing is lost: the finished jobs
+        wait in `completions` and the claim is simply tried again.
         """
         completions, self.completions = self.completions, []
+        since, self.completions_since = self.completions_since, None
         outcomes: list[tuple[Running, JobOutcome]] = []
         try:
             with transaction(self.engine) as conn:
-                outcomes = [
-                    (running, self._complete(conn, running, result))
-                    for running, result in completions
-                ]
+                outcomes = self._complete_all(conn, completions)
                 claimed = queue.claim(
                     conn,
                     self.settings.host_id,
-                    len(idle),
+                    len(children),
                     self.settings.lease_seconds,
-                    child_pids=[child.pid for child in idle],
+                    child_pids=[child.pid for child in children],
                 )
                 started = [
-                    self._start(conn, job, child) for job, child in zip(claimed, idle, strict=False)
+                    self._start(conn, job, child)
+                    for job, child in zip(claimed, children, strict=False)
                 ]
         except DatabaseUnavailable as error:
             if completions:
                 self.log.warning(
                     "cannot record finished jobs yet; database unavailable", error=str(error)
                 )
-            self.completions = completions + self.completions
+            self.completions, self.completions_since = completions, since
             raise
         for running, outcome in outcomes:
             self._report(running, outcome)
         return [running for running in started if running is not None]
 
     def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
+        """The claimed job, ready for its child; None when it cannot run at all."""
         now = time.monotonic()
         job_log = self.log.bind(
             job_id=job.id,
@@ -146,7 +149,6 @@ class Settler:
             job_log.error("cannot prepare job", error=str(error))
             self._retry_or_fail(conn, job, kind, f"cannot prepare the job: {error}", job_log)
             return None
-        job_log.info("job started")
         return Running(job, kind, child, payload, job_log, now, now, now)
 
     def _prepare(self, conn: Connection, job: Job, kind: Kind) -> Any:
@@ -201,9 +203,11 @@ class Settler:
         if running.lost or running.stopping == "lost":
             self._report(running, "lost")
         elif isinstance(message, Done):
+            if not self.completions:
+                self.completions_since = time.monotonic()
             self.completions.append((running, message.result))
         elif isinstance(message, Cancelled):
-            self._settle(running, lambda: self._cancel(running))
+            self.cancel(running)
         else:
             self._settle(running, lambda: self._fail_or_retry(running, message.error))
 
@@ -212,7 +216,7 @@ class Settler:
         if running.lost or running.stopping == "lost":
             self._report(running, "lost", cause=cause)
         elif running.stopping == "cancelled":
-            self._settle(running, lambda: self._cancel(running))
+            self.cancel(running)
         elif not running.accepted:
             running.log.warning("child died before accepting the job; giving it back", cause=cause)
             self.release(running)
@@ -221,6 +225,10 @@ class Settler:
 
     def release(self, running: Running) -> None:
         self._settle(running, lambda: self._release(running))
+
+    def cancel(self, running: Running) -> None:
+        """A job whose cancel was asked stopped (or never started): record it cancelled."""
+        self._settle(running, lambda: self._cancel(running))
 
     @property
     def busy(self) -> bool:
@@ -250,11 +258,31 @@ class Settler:
         level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
         getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
 
-    def _complete(self, conn: Connection, running: Running, result: Any) -> JobOutcome:
-        """Acknowledge the job and write its results, under its fence; nothing if it is not ours."""
+    def _complete_all(
+        self, conn: Connection, completions: list[tuple[Running, Any]]
+    ) -> list[tuple[Running, JobOutcome]]:
+        """Acknowledge finished jobs and write their results, under their fences.
+
+        Jobs whose kind records nothing are acknowledged in one statement; a kind's results are
+        written with its job's acknowledgement in a savepoint of their own, so that one job's
+        bad results fail that job only.
+        """
+        plain = [running for running, _ in completions if running.kind.record is None]
+        acked = queue.ack_all(conn, [running.job.lease for running in plain]) if plain else set()
+        outcomes: list[tuple[Running, JobOutcome]] = [
+            (running, "completed" if running.job.id in acked else "lost") for running in plain
+        ]
+        outcomes += [
+            (running, self._record(conn, running, result))
+            for running, result in completions
+            if running.kind.record is not None
+        ]
+        return outcomes
+
+    def _record(self, conn: Connection, running: Running, result: Any) -> JobOutcome:
+        """Acknowledge one job and write its results; nothing if it is not ours."""
         job, kind = running.job, running.kind
-        if kind.record is None:
-            return "completed" if queue.ack(conn, job.lease) else "lost"
+        assert kind.record is not None
         try:
             with conn.begin_nested():
                 if not queue.ack(conn, job.lease):

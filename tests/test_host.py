@@ -54,7 +54,7 @@ def test_child_killed_mid_job_costs_a_retry_then_the_job_completes(
 ) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 3.0, "step": 0.05})
     host = start_host(*FAST)
-    pid = running_child(engine, job_id)
+    pid = running_child(host, job_id)
     os.kill(pid, sig)
     row = ended(engine, job_id)
     assert (row["status"], row["crashes"], row["crash_causes"]) == (
@@ -112,7 +112,7 @@ def test_cancel_of_a_running_job_ends_it_within_five_seconds(
     build = make_build(engine)
     job_id = enqueue(engine, "sleep", {"seconds": 60}, build_id=build)
     host = start_host(*FAST)
-    pid = running_child(engine, job_id)
+    pid = running_child(host, job_id)
     asked = time.monotonic()
     assert cli_main(["cancel", str(build), "--database-url", database_url]) == 0
     row = ended(engine, job_id, timeout=10)
@@ -125,7 +125,7 @@ def test_cancel_of_a_running_job_ends_it_within_five_seconds(
 def test_sigterm_lets_running_jobs_finish(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 1.5})
     host = start_host(*FAST)
-    running_child(engine, job_id)
+    running_child(host, job_id)
     host.signal(signal.SIGTERM)
     assert host.wait() == 0
     assert job(engine, job_id)["status"] == "completed"
@@ -136,7 +136,7 @@ def test_drain_timeout_releases_jobs_without_spending_an_attempt(
 ) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 60})
     host = start_host(*FAST, "--drain-seconds", "0.5")
-    pid = running_child(engine, job_id)
+    pid = running_child(host, job_id)
     host.signal(signal.SIGTERM)
     assert host.wait() == 0
     row = job(engine, job_id)
@@ -152,7 +152,7 @@ def test_drain_timeout_releases_jobs_without_spending_an_attempt(
 def test_second_signal_releases_at_once(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 60})
     host = start_host(*FAST, "--drain-seconds", "60")
-    running_child(engine, job_id)
+    running_child(host, job_id)
     host.signal(signal.SIGTERM)
     host.wait_for_event("draining")
     host.signal(signal.SIGINT)
@@ -173,7 +173,7 @@ def test_child_over_the_soft_memory_limit_is_recycled_after_its_job(
 ) -> None:
     first = enqueue(engine, "eat", {"mib": 200, "seconds": 1.5})
     host = start_host(*FAST, "--concurrency", "1", "--soft-rss-mib", "150")
-    pid = running_child(engine, first)
+    pid = running_child(host, first)
     assert ended(engine, first)["status"] == "completed"
     wait_for(
         lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -198,7 +198,7 @@ def test_children_dying_too_fast_make_the_host_back_off_and_say_so(
 def test_children_die_with_the_host(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 60})
     host = start_host(*FAST)
-    pid = running_child(engine, job_id)
+    pid = running_child(host, job_id)
     host.process.kill()
     host.process.wait()
     assert wait_for(
@@ -214,7 +214,7 @@ def test_status_lists_running_jobs_with_their_child(
 
     job_id = enqueue(engine, "sleep", {"seconds": 60})
     host = start_host(*FAST)
-    pid = running_child(engine, job_id)
+    pid = running_child(host, job_id)
     result = subprocess.run(
         [sys.executable, "-m", "supervisor", "status", "--json", "--database-url", database_url],
         capture_output=True, text=True, cwd=ROOT, check=True,
@@ -245,8 +245,8 @@ def test_sigterm_while_the_host_starts_drains_it_and_exits_0(
 
 def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "spawn", {}, max_attempts=10)
-    start_host(*FAST, "--max-crashes", "1")
-    pid = running_child(engine, job_id)
+    host = start_host(*FAST, "--max-crashes", "1")
+    pid = running_child(host, job_id)
     started = wait_for(lambda: psutil.Process(pid).children())
     assert ended(engine, job_id)["status"] == "failed"
     assert wait_for(
@@ -257,11 +257,54 @@ def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: Start
 def test_host_sleeps_while_its_children_work(engine: Engine, start_host: StartHost) -> None:
     first, second = (enqueue(engine, "sleep", {"seconds": 6, "step": 1.0}) for _ in range(2))
     host = start_host(*FAST)
-    running_child(engine, first)
-    running_child(engine, second)
+    running_child(host, first)
+    running_child(host, second)
     process = psutil.Process(host.pid)
     before = process.cpu_times()
     time.sleep(2.0)
     after = process.cpu_times()
     busy = (after.user + after.system) - (before.user + before.system)
     assert busy < 0.5, f"the host used {busy:.2f} s of CPU in 2 s while only waiting"
+
+
+ONE_CHILD = (*FAST, "--concurrency", "1")
+GIVING_BACK = "giving back a job claimed ahead: its child is busy with a long one"
+
+
+def short_jobs_then(engine: Engine, kind: str, data: dict[str, object]) -> tuple[int, list[int]]:
+    """Enough short jobs for a host to claim ahead, then a `kind` job, then short jobs behind it."""
+    for n in range(40):
+        enqueue(engine, "noop", {"n": n})
+    middle = enqueue(engine, kind, data)
+    return middle, [enqueue(engine, "noop", {"n": n}) for n in range(10)]
+
+
+def test_jobs_claimed_ahead_of_a_long_job_are_given_back_once(
+    engine: Engine, start_host: StartHost
+) -> None:
+    long_job, behind = short_jobs_then(engine, "sleep", {"seconds": 2.5})
+    host = start_host(*ONE_CHILD, "--drain")
+    assert host.wait() == 0
+    rows = [job(engine, job_id) for job_id in [long_job, *behind]]
+    assert {(row["status"], row["attempt"]) for row in rows} == {("completed", 1)}
+    given_back = [event["job_id"] for event in host.events(GIVING_BACK)]
+    assert given_back, "short jobs queued behind the long one were claimed ahead"
+    assert set(given_back) <= set(behind)
+    assert len(given_back) == len(set(given_back)), "nothing is claimed again behind a long job"
+
+
+def test_jobs_claimed_ahead_for_a_child_that_dies_are_released_not_crashed(
+    engine: Engine, start_host: StartHost
+) -> None:
+    doomed, behind = short_jobs_then(engine, "sleep", {"seconds": 3.0})
+    host = start_host(*ONE_CHILD, "--drain")
+    pid = running_child(host, doomed, timeout=60)
+    wait_for(lambda: any(job(engine, job_id)["child_pid"] == pid for job_id in behind), 5.0)
+    os.kill(pid, signal.SIGKILL)
+    assert host.wait() == 0
+    assert (job(engine, doomed)["crashes"], job(engine, doomed)["status"]) == (1, "completed")
+    for job_id in behind:
+        row = job(engine, job_id)
+        assert (row["status"], row["attempt"], row["crashes"]) == ("completed", 1, 0)
+    released = {e["job_id"] for e in host.events("job finished", outcome="released")}
+    assert released and released <= set(behind)

@@ -67,6 +67,24 @@ def test_ack_completes_and_releases_the_lease(engine: Engine) -> None:
     assert stored["finished_at"] is not None
 
 
+def test_ack_all_completes_only_the_jobs_still_ours(engine: Engine) -> None:
+    enqueue(engine, 4)
+    mine = claim(engine, "host-a", limit=4)
+    expire_lease(engine, mine[1].id)
+    (rescued,) = claim(engine, "host-b")
+    with transaction(engine) as conn:
+        acked = queue.ack_all(conn, [job.lease for job in mine])
+    assert acked == {mine[0].id, mine[2].id, mine[3].id}
+    assert [row(engine, job.id)["status"] for job in mine] == [
+        "completed",
+        "running",
+        "completed",
+        "completed",
+    ]
+    with transaction(engine) as conn:
+        assert queue.ack_all(conn, [rescued.lease, mine[0].lease]) == {rescued.id}
+
+
 def test_holder_of_an_older_attempt_can_neither_renew_nor_settle(engine: Engine) -> None:
     enqueue(engine)
     (first,) = claim(engine, "host-a")
