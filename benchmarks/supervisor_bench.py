@@ -26,8 +26,8 @@ What is measured:
        host / pgqueuer above 1: the host moves more jobs per second.
 2. Pickup latency of an idle host: a host runs (no --drain) and this process queues one `noop`
    job every ~50 ms, stamping `time.time()` just before the enqueue commits; the latency is up
-   to the job's `job started` event (logged in the claim transaction, when `child_pid` is set,
-   just before `Run` goes to the child). PostgreSQL wakes the host with NOTIFY; SQLite polls,
+   to the job's `job started` event (logged after the claim committed, just before `Run` goes
+   to the child). PostgreSQL wakes the host with NOTIFY; SQLite polls,
    with `--poll-seconds 1.0` and with the default cadence (after a warm-up job, so inside the
    60 s active window: every 2 s plus 0-20 % jitter). "first job" is the warm-up job, queued
    1 s after start-up: on SQLite with the default cadence it waits for the 15 s idle poll.

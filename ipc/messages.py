@@ -111,7 +111,11 @@ _FIELDS = {cls: _fields(cls) for cls in (*TO_CHILD.values(), *TO_PARENT.values()
 
 
 def to_wire(message: Message) -> dict[str, Any]:
-    return {"type": message.type, **dataclasses.asdict(message)}
+    """The message as a map for msgpack (fields as they are: `asdict` would deep-copy payloads)."""
+    return {
+        "type": message.type,
+        **{name: getattr(message, name) for name in _FIELDS[type(message)]},
+    }
 
 
 def from_wire(obj: object, accepted: dict[str, type[Any]]) -> Any:

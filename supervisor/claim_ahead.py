@@ -24,7 +24,7 @@ from supervisor.settle import Running
 #: The most work, in seconds of recent job durations, claimed ahead for one child.
 AHEAD_SECONDS = 0.1
 #: The most jobs claimed ahead for one child, however short.
-MAX_AHEAD = 16
+MAX_AHEAD = 64
 #: A running job older than this gives its child's claimed-ahead jobs back to the queue.
 PATIENCE_SECONDS = 1.0
 #: Weight of the newest duration in the running average.

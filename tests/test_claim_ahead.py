@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import structlog
 
+from ipc.messages import PROTOCOL_VERSION, Hello
 from supervisor.claim_ahead import AHEAD_SECONDS, MAX_AHEAD, PATIENCE_SECONDS, ClaimAhead
 from supervisor.kinds import Kind
 from supervisor.pool import Child
@@ -28,7 +29,7 @@ def make_child() -> Iterator[MakeChild]:
         sockets.extend((ours, theirs))
         child = Child(pid=next(_ids), sock=ours, spawned_at=0.0, max_jobs=max_jobs)
         child.jobs_done = jobs_done
-        child.hello = object()  # type: ignore[assignment]  # said hello: ready for work
+        child.hello = Hello(PROTOCOL_VERSION, child.pid, "libvips")  # ready for work
         return child
 
     yield make
