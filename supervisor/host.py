@@ -230,8 +230,7 @@ class Host:
             running=len(self.running),
             drain_seconds=self.settings.drain_seconds,
         )
-        for running in self.ahead.take_all():
-            self.settler.release(running)
+        self.settler.give_back(self.ahead.take_all())
         for child in list(self.pool.children.values()):
             if child.ready:
                 self.pool.stop(child, Stop())
@@ -307,9 +306,10 @@ class Host:
                 self.pool.kill(child, running.stopping or "stopped")
             elif now - running.last_progress_at > self.settings.stall_seconds:
                 self.pool.kill(child, f"hung (no progress for {self.settings.stall_seconds:g} s)")
-        for held in self.ahead.overdue(self.running.values(), now):
-            held.log.info("giving back a job claimed ahead: its child is busy with a long one")
-            self.settler.release(held)
+        if overdue := self.ahead.overdue(self.running.values(), now):
+            for held in overdue:
+                held.log.info("giving back a job claimed ahead: its child is busy with a long one")
+            self.settler.give_back(overdue)
         if now < self.timers.memory_check_at:
             return
         self.timers.memory_check_at = now + MEMORY_CHECK_SECONDS
@@ -427,8 +427,7 @@ class Host:
 
     def give_back(self, child: Child) -> None:
         """Release the jobs claimed ahead for a child that will not run them."""
-        for running in self.ahead.take(child):
-            self.settler.release(running)
+        self.settler.give_back(self.ahead.take(child))
 
     def next_poll_delay(self, now: float) -> float:
         """The cadence's delay, or sooner when a queued job (a retry's backoff) comes due first.

@@ -357,7 +357,6 @@ _FENCED: dict[str, Callable[[str], dict[str, Any]]] = {
     ),
     "retry": lambda d: _requeued(d) | {"error": bindparam("new_error")},
     "retry_crashed": lambda d: _requeued(d) | {"error": bindparam("new_error")} | _CRASHES,
-    "release": lambda d: _requeued(d) | {"attempt": jobs.c.attempt - 1},
     "cancel": lambda d: _ended(d, "cancelled", CANCELLED_ERROR),
 }
 
@@ -386,9 +385,15 @@ def renew(
     return _update_fenced(conn, "renew_with_pid", lease, new_child_pid=child_pid, **until)
 
 
+#: Verbs that settle many jobs in one statement, a host's batches: what each sets.
+_FENCED_MANY: dict[str, Callable[[str], dict[str, Any]]] = {
+    "ack": lambda d: _ended(d, "completed", None),
+    "release": lambda d: _requeued(d) | {"attempt": jobs.c.attempt - 1},
+}
+
+
 @functools.cache
-def _ack_statement(dialect: str) -> Update:
-    """Many jobs' fences in one statement: a host acknowledges what its children finished at once."""
+def _fenced_many_statement(dialect: str, verb: str) -> Update:
     return (
         update(jobs)
         .where(
@@ -396,9 +401,22 @@ def _ack_statement(dialect: str) -> Update:
             jobs.c.locked_by == bindparam("fence_locked_by"),
             jobs.c.status == "running",
         )
-        .values(_ended(dialect, "completed", None))
+        .values(_FENCED_MANY[verb](dialect))
         .returning(jobs.c.id)
     )
+
+
+def _update_fenced_many(
+    conn: Connection, verb: str, leases: Sequence[Lease], **params: Any
+) -> set[int]:
+    """One statement per holder (a host's leases all have one); the ids that were still ours."""
+    ours: set[int] = set()
+    for holder in {lease.locked_by for lease in leases}:
+        fences = [(lease.job_id, lease.attempt) for lease in leases if lease.locked_by == holder]
+        statement = _fenced_many_statement(conn.dialect.name, verb)
+        rows = conn.execute(statement, {"fences": fences, "fence_locked_by": holder, **params})
+        ours.update(rows.scalars())
+    return ours
 
 
 def ack(conn: Connection, lease: Lease) -> bool:
@@ -407,14 +425,8 @@ def ack(conn: Connection, lease: Lease) -> bool:
 
 
 def ack_all(conn: Connection, leases: Sequence[Lease]) -> set[int]:
-    """These jobs succeeded: one statement per holder; the ids that were still ours."""
-    acked: set[int] = set()
-    holders = {lease.locked_by for lease in leases}
-    for holder in holders:
-        fences = [(lease.job_id, lease.attempt) for lease in leases if lease.locked_by == holder]
-        params = {"fences": fences, "fence_locked_by": holder, **_moments(conn, ended_at=0)}
-        acked.update(conn.execute(_ack_statement(conn.dialect.name), params).scalars())
-    return acked
+    """These jobs succeeded; the ids that were still ours."""
+    return _update_fenced_many(conn, "ack", leases, **_moments(conn, ended_at=0))
 
 
 def fail(
@@ -447,7 +459,12 @@ def retry(
 
 def release(conn: Connection, lease: Lease) -> bool:
     """Give the job back untouched (a draining host): queued again, the attempt not spent."""
-    return _update_fenced(conn, "release", lease, **_moments(conn, run_at=0))
+    return lease.job_id in release_all(conn, [lease])
+
+
+def release_all(conn: Connection, leases: Sequence[Lease]) -> set[int]:
+    """Give these jobs back untouched; the ids that were still ours."""
+    return _update_fenced_many(conn, "release", leases, **_moments(conn, run_at=0))
 
 
 def cancel(conn: Connection, lease: Lease) -> bool:

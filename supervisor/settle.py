@@ -226,6 +226,20 @@ class Settler:
     def release(self, running: Running) -> None:
         self._settle(running, lambda: self._release(running))
 
+    def give_back(self, never_sent: list[Running]) -> None:
+        """Release jobs claimed ahead that never reached their child, in one transaction."""
+        if not never_sent:
+            return
+        try:
+            with transaction(self.engine) as conn:
+                released = queue.release_all(conn, [running.job.lease for running in never_sent])
+        except DatabaseUnavailable:
+            for running in never_sent:
+                self.release(running)  # waits in `pending` like any settlement
+            return
+        for running in never_sent:
+            self._report(running, "released" if running.job.id in released else "lost")
+
     def cancel(self, running: Running) -> None:
         """A job whose cancel was asked stopped (or never started): record it cancelled."""
         self._settle(running, lambda: self._cancel(running))

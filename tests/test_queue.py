@@ -85,6 +85,23 @@ def test_ack_all_completes_only_the_jobs_still_ours(engine: Engine) -> None:
         assert queue.ack_all(conn, [rescued.lease, mine[0].lease]) == {rescued.id}
 
 
+def test_release_all_gives_back_only_the_jobs_still_ours_without_spending_attempts(
+    engine: Engine,
+) -> None:
+    enqueue(engine, 3)
+    mine = claim(engine, "host-a", limit=3)
+    expire_lease(engine, mine[0].id)
+    (rescued,) = claim(engine, "host-b")
+    with transaction(engine) as conn:
+        assert queue.release_all(conn, [job.lease for job in mine]) == {mine[1].id, mine[2].id}
+    assert [(row(engine, job.id)["status"], row(engine, job.id)["attempt"]) for job in mine] == [
+        ("running", 2),
+        ("queued", 0),
+        ("queued", 0),
+    ]
+    assert rescued.id == mine[0].id
+
+
 def test_holder_of_an_older_attempt_can_neither_renew_nor_settle(engine: Engine) -> None:
     enqueue(engine)
     (first,) = claim(engine, "host-a")
