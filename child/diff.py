@@ -42,6 +42,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -122,6 +123,16 @@ class _Overlap:
             for image in (base, fresh)
         )
         return cls(a32, b32, width, height)
+
+    # Each image's counts of identical neighbours, made when the anti-aliasing check first
+    # asks, and filled in as it asks.
+    @cached_property
+    def siblings1(self) -> _Siblings:
+        return _Siblings(self.a32, self.width, self.height)
+
+    @cached_property
+    def siblings2(self) -> _Siblings:
+        return _Siblings(self.b32, self.width, self.height)
 
 
 def compare(
@@ -395,70 +406,144 @@ NEIGHBOURS = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
 @dataclass(frozen=True)
 class _Around:
     """The 8 neighbours of some pixels, one row per neighbour in pixelmatch's order and one
-    column per pixel (so that "over the neighbours" is a fast reduction over 8 rows)."""
+    column per pixel (so that "over the neighbours" is a fast reduction over 8 rows).
+
+    pixelmatch skips neighbours outside the image. Here they point at the pixel itself, which
+    makes each of them an identical neighbour with a brightness delta of exactly 0: neither
+    darker nor brighter, so only the counts of equal ones need ``outside`` taken off.
+    """
 
     pixels: Indices
     neighbours: Indices  # pixel numbers; those outside the image point at the pixel itself
-    inside: Flags  # pixelmatch skips neighbours outside the image
-    on_border: Flags  # per pixel: pixelmatch starts its count of equal siblings at 1
+    outside: Counts  # per pixel: neighbours outside the image, 0 except on the border
+    on_border: Flags  # per pixel: pixelmatch starts its counts of equal neighbours at 1
 
     @classmethod
     def of(cls, width: int, height: int, pixels: Indices) -> _Around:
         """Inside the image a neighbour is the pixel number plus a fixed offset; only pixels
         on the border, a few, take the bounds checks."""
         neighbours = pixels + np.array([[dy * width + dx] for dx, dy in NEIGHBOURS])
-        inside = np.ones(neighbours.shape, np.bool_)
+        outside = np.zeros(pixels.shape, np.uint8)
         y, x = np.divmod(pixels, width)
         on_border = (x == 0) | (x == width - 1) | (y == 0) | (y == height - 1)
         border = np.flatnonzero(on_border)
         if border.size:
             nx = x[border] + np.array([[dx] for dx, _ in NEIGHBOURS])
             ny = y[border] + np.array([[dy] for _, dy in NEIGHBOURS])
-            inside[:, border] = (nx >= 0) & (nx < width) & (ny >= 0) & (ny < height)
-            neighbours[:, border] = np.where(
-                inside[:, border], neighbours[:, border], pixels[border]
-            )
-        return cls(pixels, neighbours, inside, on_border)
+            inside = (nx >= 0) & (nx < width) & (ny >= 0) & (ny < height)
+            neighbours[:, border] = np.where(inside, neighbours[:, border], pixels[border])
+            outside[border] = (~inside).sum(axis=0)
+        return cls(pixels, neighbours, outside, on_border)
 
-    def equal_siblings(self, words: Words) -> Counts:
-        """How many neighbours have the pixel's exact RGBA, the border counting as one
-        (pixelmatch's ``zeroes`` in ``hasManySiblings``)."""
-        equal = (words[self.neighbours] == words[self.pixels]) & self.inside
-        return np.asarray(equal.sum(axis=0, dtype=np.uint8) + self.on_border)
+    def count(self, equal: Flags) -> Counts:
+        """How many neighbours are ``equal`` (one row per neighbour), as pixelmatch counts
+        them: those outside the image skipped, the border counting as one."""
+        return np.asarray(equal.sum(axis=0, dtype=np.uint8) - self.outside + self.on_border)
 
 
-def _many_siblings(words: Words, overlap: _Overlap, pixels: Indices) -> Flags:
-    """pixelmatch ``hasManySiblings``: 3+ neighbours of identical RGBA."""
-    around = _Around.of(overlap.width, overlap.height, pixels)
-    return around.equal_siblings(words) > 2
+# Rows per band of a sibling map: a local change costs a band or two, a whole page of changed
+# text a few dozen bands, each one loop step.
+BAND_ROWS = 64
+# A band is counted whole once this share of its pixels has been asked about: one pixel asked
+# alone costs about as much as 16 pixels counted in a band (8 gathers against 16 simple
+# operations over contiguous rows), and each pixel that fails the colour test brings about
+# two more questions per image (its darkest and brightest neighbours).
+DENSE_SHARE = 1 / 32
+
+
+class _Siblings:
+    """pixelmatch ``hasManySiblings`` for one image: 3+ neighbours of identical RGBA.
+
+    The anti-aliasing check asks this of the failing pixels, of their darkest and brightest
+    neighbours, in both images, and often of the same pixels again. Where the questions are
+    dense (a page of text that moved), a band of rows is counted for all its pixels at once by
+    comparing shifted views of the image, and kept, so that a question costs one lookup; a
+    few pixels (a recoloured 1px border along the page) are counted one by one from their 8
+    neighbours.
+    """
+
+    def __init__(self, words: Words, width: int, height: int) -> None:
+        self.words = words
+        self.width = width
+        self.height = height
+        # 1 + the count, 0 where not counted yet (zeros cost nothing until a band is written).
+        self.stored = np.zeros(words.size, np.uint8)
+        self.asked = np.zeros(-(-height // BAND_ROWS), np.intp)  # per band, while not counted
+        self.counted = np.zeros(self.asked.shape, np.bool_)
+
+    def many(self, pixels: Indices) -> Flags:
+        """3+ identical neighbours (the border counting as one, as pixelmatch counts)."""
+        stored = self.stored[pixels]
+        unknown = np.flatnonzero(stored == 0)
+        if unknown.size:
+            self._count_bands(pixels[unknown])
+            stored[unknown] = self.stored[pixels[unknown]]
+            sparse = unknown[stored[unknown] == 0]
+            if sparse.size:
+                around = _Around.of(self.width, self.height, pixels[sparse])
+                equal = self.words[around.neighbours] == self.words[around.pixels]
+                stored[sparse] = around.count(equal) + 1
+        return stored > 3  # 1 + a count of 3 or more
+
+    def _count_bands(self, pixels: Indices) -> None:
+        """Count the bands that have now been asked about often enough."""
+        band = pixels // (BAND_ROWS * self.width)
+        self.asked += np.bincount(band, minlength=self.asked.size)
+        dense = self.asked >= DENSE_SHARE * BAND_ROWS * self.width
+        for todo in np.flatnonzero(dense & ~self.counted):
+            self._count_band(int(todo))
+            self.counted[todo] = True
+
+    def _count_band(self, band: int) -> None:
+        """Counts for every pixel of the band: each of the 4 directions is one comparison of
+        the image with itself shifted by one pixel, which gives a pair of neighbours."""
+        top, bottom = band * BAND_ROWS, min((band + 1) * BAND_ROWS, self.height)
+        above, below = max(top - 1, 0), min(bottom + 1, self.height)  # a row of context
+        block = self.words.reshape(self.height, self.width)[above:below]
+        count = np.ones(block.shape, np.uint8)  # stored as 1 + the count
+        rest, drop_first, drop_last = slice(None), slice(1, None), slice(None, -1)
+        for one, other in (
+            ((rest, drop_first), (rest, drop_last)),  # left and right
+            ((drop_first, rest), (drop_last, rest)),  # up and down
+            ((drop_first, drop_first), (drop_last, drop_last)),  # diagonal
+            ((drop_first, drop_last), (drop_last, drop_first)),  # anti-diagonal
+        ):
+            equal = block[one] == block[other]
+            count[one] += equal
+            count[other] += equal
+        border = np.zeros(block.shape, np.bool_)
+        border[:, [0, -1]] = True
+        border[0] |= above == 0
+        border[-1] |= below == self.height
+        count += border
+        rows = count[top - above : bottom - above]
+        self.stored[top * self.width : bottom * self.width] = rows.ravel()
 
 
 def _flat(overlap: _Overlap, pixels: Indices) -> Flags:
     """3+ identical neighbours in both images: such a pixel cannot be anti-aliased, since
     ``antialiased`` returns early on 3 equal siblings. Image 2 is asked only where image 1
     says yes, as pixelmatch's ``&&`` does."""
-    flat = _many_siblings(overlap.a32, overlap, pixels)
+    flat = overlap.siblings1.many(pixels)
     both = np.flatnonzero(flat)
-    flat[both] = _many_siblings(overlap.b32, overlap, pixels[both])
+    flat[both] = overlap.siblings2.many(pixels[both])
     return flat
 
 
-def _brightness(words: Words, around: _Around, metric: Metric) -> Floats:
-    """Luma difference between each pixel and each of its neighbours.
+def _brightness(centre: Words, other: Words, pixels: Indices, metric: Metric) -> Floats:
+    """Luma difference between each pixel (``centre``, at ``pixels``) and each of its
+    neighbours (``other``, one row per neighbour).
 
     yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
     pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over white;
     when luma cancels out but alpha differs, half the alpha difference. Pixels equal in RGBA
     give exactly 0, as pixelmatch's early return does. Where every pixel involved is opaque,
-    both reduce to ``rgb2y`` of the byte differences, read from tables.
+    both reduce to ``rgb2y`` of the byte differences.
     """
-    centre, other = words[around.pixels], words[around.neighbours]
     if (centre >= OPAQUE).all() and (other >= OPAQUE).all():
         return _opaque_luma(centre, other)
     background = (
-        _yiq_background(around.pixels)
-        if metric == "yiq"
-        else np.full((around.pixels.size, 3), 255, np.int32)
+        _yiq_background(pixels) if metric == "yiq" else np.full((pixels.size, 3), 255, np.int32)
     )
     rgba1, rgba2 = _channels(centre), _channels(other)
     d = _luma(_difference(rgba1, rgba2, background))
@@ -468,42 +553,45 @@ def _brightness(words: Words, around: _Around, metric: Metric) -> Floats:
     return np.where((d == 0) & (da != 0), da / 2, d)
 
 
-# ``rgb2y`` per channel of a byte difference -255..255, indexed by difference + 255: the same
-# float64 products ``_luma`` forms, so a sum of three table entries is bit-identical to it.
-LUMA_TABLES: list[Floats] = [np.arange(-255.0, 256.0) * weight for weight in LUMA]
-
-
 def _opaque_luma(centre: Words, other: Words) -> Floats:
     """``_luma(_difference(...))`` of opaque pixels (each centre against its neighbours), where
-    the difference is just ``c1 - c2`` per channel: three table lookups instead of integer
-    blending, a division and three products."""
-    c = centre.view(np.uint8).reshape(*centre.shape, 4)
+    the difference is just ``c1 - c2`` per channel: small integers, each multiplied by its
+    weight in float64 and added in ``_luma``'s order, so the result is bit-identical to it,
+    without the integer blending, the division and the int32 and float64 copies of the
+    channels."""
+    c = centre.view(np.uint8).reshape(*centre.shape, 4).astype(np.int16)
     o = other.view(np.uint8).reshape(*other.shape, 4)
-    luma = np.zeros(other.shape)
-    for channel, table in enumerate(LUMA_TABLES):  # R, G, B: added in ``_luma``'s order
-        luma += np.take(table, c[:, channel].astype(np.intp) + 255 - o[..., channel])
+    difference = np.empty(other.shape, np.int16)  # one channel's c1 - c2, -255 to 255
+    term = np.empty(other.shape)
+    luma = np.empty(other.shape)
+    for channel, weight in enumerate(LUMA):  # R, G, B: added in ``_luma``'s order
+        np.subtract(c[:, channel], o[..., channel], out=difference)
+        np.multiply(difference, weight, out=term if channel else luma)
+        if channel:
+            luma += term
     return luma
 
 
-def _antialiased(words: Words, overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
+def _antialiased(siblings: _Siblings, overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
     """pixelmatch ``antialiased`` ("Anti-aliased Pixel and Intensity Slope Detector",
-    V. Vysniauskas, 2009): the pixel sits on an intensity ramp between a darkest and a
-    brightest neighbour, one of which has 3+ equal siblings in both images."""
+    V. Vysniauskas, 2009) in the image of ``siblings``: the pixel sits on an intensity ramp
+    between a darkest and a brightest neighbour, one of which has 3+ equal siblings in both
+    images."""
+    words = siblings.words
     # Identical neighbours have a zero delta: 3 of them settle it without any arithmetic.
-    antialiased = ~_many_siblings(words, overlap, pixels)
+    antialiased = ~siblings.many(pixels)
     rest = np.flatnonzero(antialiased)
     around = _Around.of(overlap.width, overlap.height, pixels[rest])
-    # NaN for the neighbours pixelmatch skips: neither zero, nor darker, nor brighter.
-    deltas = np.where(around.inside, _brightness(words, around, metric), np.nan)
-    zeroes = (deltas == 0).sum(axis=0, dtype=np.uint8) + around.on_border
-    darkest = np.fmin.reduce(deltas, axis=0, initial=0.0)  # fmin: NaN loses
-    brightest = np.fmax.reduce(deltas, axis=0, initial=0.0)
-    ramp = (zeroes <= 2) & (darkest < 0) & (brightest > 0)
-    # The first neighbour in scan order wins ties, as pixelmatch's strict `<` and `>` do.
-    # (Rows are found for every column and then picked: cheaper than selecting columns.)
+    deltas = _brightness(words[around.pixels], words[around.neighbours], around.pixels, metric)
+    # Outside neighbours have a delta of 0, so neither extreme changes: pixelmatch's darkest
+    # and brightest start at 0 and need a strictly darker or brighter neighbour.
+    ramp = (around.count(deltas == 0) <= 2) & (deltas.min(axis=0) < 0) & (deltas.max(axis=0) > 0)
+    # The first neighbour in scan order wins ties, as pixelmatch's strict `<` and `>` do, and
+    # as argmin and argmax do. (Rows are found for every column and then picked: cheaper
+    # than selecting columns.)
     on = np.flatnonzero(ramp)
-    dark = around.neighbours[np.argmax(deltas == darkest, axis=0)[on], on]
-    bright = around.neighbours[np.argmax(deltas == brightest, axis=0)[on], on]
+    dark = around.neighbours[np.argmin(deltas, axis=0)[on], on]
+    bright = around.neighbours[np.argmax(deltas, axis=0)[on], on]
     # pixelmatch's ``||``: the brightest neighbour is asked only where the darkest says no.
     flat = _flat(overlap, dark)
     no = np.flatnonzero(~flat)
@@ -516,9 +604,9 @@ def _antialiased(words: Words, overlap: _Overlap, pixels: Indices, metric: Metri
 def _antialiased_in_either(overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
     """pixelmatch's ``antialiased(img1, ...) || antialiased(img2, ...)``; the second image is
     examined only where the first says no."""
-    either = _antialiased(overlap.a32, overlap, pixels, metric)
+    either = _antialiased(overlap.siblings1, overlap, pixels, metric)
     rest = ~either
-    either[rest] = _antialiased(overlap.b32, overlap, pixels[rest], metric)
+    either[rest] = _antialiased(overlap.siblings2, overlap, pixels[rest], metric)
     return either
 
 
@@ -532,14 +620,12 @@ def _write_diff(
     white (``drawGrayPixel``); the area outside the overlap is all red. Written to a temporary
     file and renamed, so a reader never sees half a PNG."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
-    baseline = pyvips.Image.new_from_memory(base.data, base.shape[1], base.shape[0], 4, "uchar")
-    luma = baseline.extract_band(0, n=3).cast("double").recomb([list(LUMA)])
-    grey = ((luma - 255) * baseline.extract_band(3) * (DIFF_FADE / 255) + 255).cast("uchar")
-    grey = grey.copy_memory().embed(0, 0, width, height, extend="white")  # read 3 times below
+    grey = _faded_grey(base, overlap).embed(0, 0, width, height, extend="white")
     # 255 on the counted pixels and outside the overlap, 0 elsewhere; red is then grey | red
     # in R and grey & ~red in G and B, all in uchar.
-    red = np.full((height, width), 255, np.uint8)
-    red[: overlap.height, : overlap.width] = 0
+    red = np.zeros((height, width), np.uint8)
+    red[overlap.height :] = 255
+    red[:, overlap.width :] = 255
     red[np.divmod(counted, overlap.width)] = 255
     keep = ~red
     red_mask, keep_mask = (
@@ -555,3 +641,37 @@ def _write_diff(
     except (pyvips.Error, OSError) as error:
         Path(temporary).unlink(missing_ok=True)
         raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
+
+
+def _faded_grey(base: Pixels, overlap: _Overlap) -> pyvips.Image:
+    """pixelmatch ``drawGrayPixel`` over the overlap (the rest of the diff is red), in memory
+    since it is read 3 times: ``255 + (luma - 255) * alpha / 255 * DIFF_FADE``, truncated to a
+    byte. An opaque baseline, the usual screenshot, takes the tables, single-threaded and
+    cheaper than libvips' 6 operations in double on all cores."""
+    if (overlap.a32 >= OPAQUE).all():
+        grey = _opaque_grey(overlap.a32)
+        return pyvips.Image.new_from_memory(grey.data, overlap.width, overlap.height, 1, "uchar")
+    baseline = pyvips.Image.new_from_memory(base.data, base.shape[1], base.shape[0], 4, "uchar")
+    baseline = baseline.crop(0, 0, overlap.width, overlap.height)
+    luma = baseline.extract_band(0, n=3).cast("double").recomb([list(LUMA)])
+    faded = (luma - 255) * baseline.extract_band(3) * (DIFF_FADE / 255) + 255
+    return faded.cast("uchar").copy_memory()
+
+
+# ``_faded_grey`` of an opaque pixel is ``luma * DIFF_FADE + 255 * (1 - DIFF_FADE)``, split
+# into a table by red and green (the low 16 bits of its word) and one by blue. Checked equal to
+# the libvips formula, truncation included, for all 2**24 opaque colours: no colour's grey comes
+# closer than 4e-9 to a whole number, far more than the rounding of either way of computing it.
+_RED_GREEN = np.arange(65536)
+_LUMA_RED_GREEN = (_RED_GREEN & 255) * LUMA[0] + (_RED_GREEN >> 8) * LUMA[1]
+GREY_RED_GREEN: Floats = np.asarray(
+    _LUMA_RED_GREEN * DIFF_FADE + (255 - 255 * DIFF_FADE), np.float64
+)
+GREY_BLUE: Floats = np.arange(256.0) * LUMA[2] * DIFF_FADE
+
+
+def _opaque_grey(words: Words) -> Pixels:
+    """``_faded_grey`` of opaque pixel words: two table lookups and an addition per pixel."""
+    grey: Floats = GREY_RED_GREEN[words & 0xFFFF]
+    grey += GREY_BLUE[(words >> 16) & 0xFF]
+    return grey.astype(np.uint8)
