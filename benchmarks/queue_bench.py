@@ -9,12 +9,13 @@ What is measured:
 
 1. Claim-and-ack throughput. N jobs are enqueued in bulk (not timed), then 1 or 4 worker
    processes (multiprocessing, spawn) start together and each loops: claim a batch of 1, 8 or 32
-   in one transaction, then acknowledge each job of the batch in its own transaction, until a
-   claim comes back empty. Throughput is N divided by the time from the common start to the last
-   worker finishing. pgqueuer does the equivalent through its own API: `Queries.dequeue` with the
-   batch size, then `Queries.log_jobs` for each job on its own (the "successful" transition that
-   deletes the row and writes its log entry, one autocommit statement, so one transaction per
-   job as ours). Each cell is the median of R runs; the spread is the slowest and fastest run.
+   in one transaction, then acknowledge each job of the batch in its own transaction ("each"),
+   or the whole batch in one (`queue.ack_all`, one statement: "batch", as a host acknowledges
+   what its children finished), until a claim comes back empty. Throughput is N divided by the
+   time from the common start to the last worker finishing. pgqueuer does the equivalent through
+   its own API: `Queries.dequeue` with the batch size, then `Queries.log_jobs` for each job on
+   its own, or for the whole batch in one call (the "successful" transition that deletes the
+   rows and writes their log entries, one autocommit statement). Each cell is the median of R runs; the spread is the slowest and fastest run.
    The ratio is ours / pgqueuer: above 1 our queue moves more jobs per second, below 1 fewer.
 2. Enqueue-to-claim latency of an idle listener. A listener process blocks in `select` on our
    `Listener` connection (LISTEN on `supervisor.queue.CHANNEL`), claims when it wakes and reports
@@ -188,10 +189,12 @@ async def fill_pgqueuer(conninfo: str, entrypoint: str, count: int) -> None:
 
 @dataclass(frozen=True)
 class Drain:
-    """A worker's order: drain with `tool` in batches of `batch`."""
+    """A worker's order: drain with `tool` in batches of `batch`, acknowledging each job in its
+    own transaction or (`batched_ack`) the whole batch in one statement."""
 
     tool: str
     batch: int
+    batched_ack: bool = False
 
 
 def throughput_worker(url: str, inbox: Queue[Drain | float | None], outbox: Queue[Any]) -> None:
@@ -200,9 +203,9 @@ def throughput_worker(url: str, inbox: Queue[Drain | float | None], outbox: Queu
         assert isinstance(order, Drain)
         try:
             if order.tool == "ours":
-                done = drain_ours(url, order.batch, inbox, outbox)
+                done = drain_ours(url, order, inbox, outbox)
             else:
-                done = asyncio.run(drain_pgqueuer(libpq_conninfo(url), order.batch, inbox, outbox))
+                done = asyncio.run(drain_pgqueuer(libpq_conninfo(url), order, inbox, outbox))
         except Exception as error:
             outbox.put(f"{order.tool} worker {os.getpid()} failed: {error!r}")
             raise
@@ -216,7 +219,9 @@ def wait_for_start(inbox: Queue[Drain | float | None], outbox: Queue[Any]) -> No
     time.sleep(max(0.0, start - time.monotonic()))
 
 
-def drain_ours(url: str, batch: int, inbox: Queue[Drain | float | None], outbox: Queue[Any]) -> int:
+def drain_ours(
+    url: str, order: Drain, inbox: Queue[Drain | float | None], outbox: Queue[Any]
+) -> int:
     engine = connect(url, pool_size=1)
     try:
         with transaction(engine) as conn:
@@ -226,20 +231,26 @@ def drain_ours(url: str, batch: int, inbox: Queue[Drain | float | None], outbox:
         done = 0
         while True:
             with transaction(engine) as conn:
-                claimed = queue.claim(conn, locked_by, batch, LEASE_SECONDS)
+                claimed = queue.claim(conn, locked_by, order.batch, LEASE_SECONDS)
             if not claimed:
                 return done
-            for job in claimed:
+            if order.batched_ack:
                 with transaction(engine) as conn:
-                    if not queue.ack(conn, job.lease):
-                        raise RuntimeError(f"job {job.id} was no longer ours at ack")
+                    ours = len(queue.ack_all(conn, [job.lease for job in claimed]))
+            else:
+                ours = 0
+                for job in claimed:
+                    with transaction(engine) as conn:
+                        ours += queue.ack(conn, job.lease)
+            if ours != len(claimed):
+                raise RuntimeError("jobs were no longer ours at ack")
             done += len(claimed)
     finally:
         engine.dispose()
 
 
 async def drain_pgqueuer(
-    conninfo: str, batch: int, inbox: Queue[Drain | float | None], outbox: Queue[Any]
+    conninfo: str, order: Drain, inbox: Queue[Drain | float | None], outbox: Queue[Any]
 ) -> int:
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
         queries = Queries(PsycopgDriver(conn))
@@ -250,7 +261,7 @@ async def drain_pgqueuer(
         done = 0
         while True:
             picked = await queries.dequeue(
-                batch_size=batch,
+                batch_size=order.batch,
                 entrypoints=entrypoints,
                 queue_manager_id=manager_id,
                 global_concurrency_limit=None,
@@ -258,8 +269,11 @@ async def drain_pgqueuer(
             )
             if not picked:
                 return done
-            for job in picked:
-                await queries.log_jobs([(job, "successful", None)])
+            if order.batched_ack:
+                await queries.log_jobs([(job, "successful", None) for job in picked])
+            else:
+                for job in picked:
+                    await queries.log_jobs([(job, "successful", None)])
             done += len(picked)
 
 
@@ -321,21 +335,33 @@ class Cell:
     pgqueuer: list[float] = field(default_factory=list)
 
 
+#: How a cell acknowledges its jobs, as its row says.
+ACKS = {False: "each", True: "batch"}
+
+
 def measure_throughput(
     url: str, engine: Engine, count: int, runs: int
-) -> dict[tuple[int, int], Cell]:
+) -> dict[tuple[int, int, bool], Cell]:
     conninfo = libpq_conninfo(url)
-    cells = {(p, b): Cell() for p in PROCESS_COUNTS for b in BATCH_SIZES}
+    cells = {
+        (p, b, batched): Cell()
+        for p in PROCESS_COUNTS
+        for b in BATCH_SIZES
+        for batched in ((False, True) if b > 1 else (False,))
+    }
     pool = WorkerPool(url, max(PROCESS_COUNTS))
     try:
         for run in range(runs):
-            for (processes, batch), cell in cells.items():
+            for (processes, batch, batched), cell in cells.items():
                 fill_ours(engine, count)
-                cell.ours.append(pool.drain(Drain("ours", batch), processes, count))
+                cell.ours.append(pool.drain(Drain("ours", batch, batched), processes, count))
                 asyncio.run(fill_pgqueuer(conninfo, PGQ_THROUGHPUT, count))
-                cell.pgqueuer.append(pool.drain(Drain("pgqueuer", batch), processes, count))
+                cell.pgqueuer.append(
+                    pool.drain(Drain("pgqueuer", batch, batched), processes, count)
+                )
                 print(
-                    f"  run {run + 1}/{runs} procs={processes} batch={batch}: "
+                    f"  run {run + 1}/{runs} procs={processes} batch={batch} "
+                    f"{ACKS[batched]}: "
                     f"ours {fmt_rate(cell.ours[-1])}/s, pgqueuer {fmt_rate(cell.pgqueuer[-1])}/s",
                     file=sys.stderr,
                     flush=True,
@@ -345,17 +371,18 @@ def measure_throughput(
     return cells
 
 
-def report_throughput(cells: dict[tuple[int, int], Cell], count: int, runs: int) -> None:
+def report_throughput(cells: dict[tuple[int, int, bool], Cell], count: int, runs: int) -> None:
     def spread(values: list[float]) -> str:
         return f"{fmt_rate(min(values))}-{fmt_rate(max(values))}"
 
     rows = []
-    for (processes, batch), cell in cells.items():
+    for (processes, batch, batched), cell in cells.items():
         ours, theirs = statistics.median(cell.ours), statistics.median(cell.pgqueuer)
         rows.append(
             [
                 str(processes),
                 str(batch),
+                ACKS[batched],
                 fmt_rate(ours),
                 fmt_rate(theirs),
                 f"{ours / theirs:.2f}",
@@ -366,7 +393,16 @@ def report_throughput(cells: dict[tuple[int, int], Cell], count: int, runs: int)
     print_table(
         f"1. Claim-and-ack throughput, jobs/s (median of {runs} runs of {count} jobs; "
         "ratio > 1: ours faster)",
-        ["procs", "batch", "ours", "pgqueuer", "ours/pgqueuer", "ours spread", "pgqueuer spread"],
+        [
+            "procs",
+            "batch",
+            "acks",
+            "ours",
+            "pgqueuer",
+            "ours/pgqueuer",
+            "ours spread",
+            "pgqueuer spread",
+        ],
         rows,
     )
 
@@ -597,7 +633,8 @@ def describe_statement(statement: str) -> str:
 
 
 def measure_statements(url: str, engine: Engine) -> list[Measured]:
-    """Count enqueue, claim at each batch size and ack, each call in its own transaction."""
+    """Count enqueue, claim at each batch size, ack and ack_all, each call in its own
+    transaction."""
     fill_ours(engine, 0)
     counter, counts = counting_engine(url)
     measured: list[Measured] = []
@@ -619,10 +656,16 @@ def measure_statements(url: str, engine: Engine) -> list[Measured]:
                     raise RuntimeError(f"claimed {len(got)} jobs, expected {batch}")
                 claimed.extend(got)
             measured.append(counts.take(f"claim batch {batch}", COUNT_CLAIMS, batch))
-        for job in claimed:
+        # The last 4 x 32 claimed are acknowledged 32 to a statement, the rest one by one.
+        each, batched = claimed[: -COUNT_CLAIMS * 32], claimed[-COUNT_CLAIMS * 32 :]
+        for job in each:
             with transaction(counter) as conn:
                 queue.ack(conn, job.lease)
-        measured.append(counts.take("ack", len(claimed), 1))
+        measured.append(counts.take("ack", len(each), 1))
+        for start in range(0, len(batched), 32):
+            with transaction(counter) as conn:
+                queue.ack_all(conn, [job.lease for job in batched[start : start + 32]])
+        measured.append(counts.take("ack_all batch 32", COUNT_CLAIMS, 32))
     finally:
         counter.dispose()
     return measured
@@ -666,7 +709,9 @@ def report_statements(measured: list[Measured]) -> None:
     print(
         "   stmts: before_cursor_execute; BEGIN/COMMIT: SQLAlchemy begin/commit events (psycopg\n"
         "   sends each as its own round trip). Round trips = the sum.\n"
-        f"   Whole life of a job (enqueue + claim/batch + ack), round trips: {lifecycle}"
+        f"   Whole life of a job (enqueue + claim/batch + ack), round trips: {lifecycle}; "
+        f"batch 32 with ack_all: "
+        f"{per_job['enqueue'] + per_job['claim batch 32'] + per_job['ack_all batch 32']:.2f}"
     )
 
 
