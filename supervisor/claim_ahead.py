@@ -60,7 +60,7 @@ class ClaimAhead:
         child busy with a long job gets nothing ahead.
         """
         depth = self.depth
-        slow = {job.child for job in running if now - job.started_at > PATIENCE_SECONDS}
+        slow = {job.child for job in running if _long(job, now)}
         needs: list[tuple[Child, int]] = []
         due = False
         for child in children:
@@ -101,15 +101,15 @@ class ClaimAhead:
 
     def overdue(self, running: Iterable[Running], now: float) -> list[Running]:
         """Jobs claimed ahead behind a job running for longer than `PATIENCE_SECONDS`."""
-        return [
-            held
-            for job in running
-            if now - job.started_at > PATIENCE_SECONDS
-            for held in self.take(job.child)
-        ]
+        return [held for job in running if _long(job, now) for held in self.take(job.child)]
 
     def __iter__(self) -> Iterator[Running]:
         return (running for queue in self._queues.values() for running in queue)
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self._queues.values())
+
+
+def _long(job: Running, now: float) -> bool:
+    """A running job that has outlasted the patience for what waits behind it."""
+    return now - job.started_at > PATIENCE_SECONDS

@@ -383,17 +383,16 @@ class Host:
         )
         if not wanted and not self.acks_due(now):
             return
-        claimed = 0
-        for running in self.settler.complete_and_claim(wanted):
+        started = self.settler.complete_and_claim(wanted)
+        for running in started:
             self.ahead.add(running)
-            claimed += 1
         self.dispatch_all()
         if not wanted:
             return
-        if claimed:
+        if started:
             self.last_work_at = now
-        self.found_nothing = not claimed
-        if claimed == len(wanted):
+        self.found_nothing = not started
+        if len(started) == len(wanted):
             self.timers.poll_at = now  # there may be more: claim again when a child wants it
         else:
             self.timers.poll_at = now + self.next_poll_delay(now)

@@ -347,10 +347,6 @@ _CRASHES = {
 #: Each fenced verb: what it sets, given the dialect.
 _FENCED: dict[str, Callable[[str], dict[str, Any]]] = {
     "renew": lambda d: {"lease_expires_at": _moment(d, "lease_until")},
-    "renew_with_pid": lambda d: {
-        "lease_expires_at": _moment(d, "lease_until"),
-        "child_pid": bindparam("new_child_pid"),
-    },
     "fail": lambda d: _ended(d, "failed", None) | {"error": bindparam("new_error")},
     "fail_crashed": lambda d: (
         _ended(d, "failed", None) | {"error": bindparam("new_error")} | _CRASHES
@@ -375,14 +371,9 @@ def _crashes(crash_causes: Sequence[str]) -> dict[str, Any]:
     return {"new_crashes": len(crash_causes), "new_crash_causes": list(crash_causes)}
 
 
-def renew(
-    conn: Connection, lease: Lease, lease_seconds: float, child_pid: int | None = None
-) -> bool:
-    """Extend the lease (and record the child running it); False when the job is no longer ours."""
-    until = _moments(conn, lease_until=lease_seconds)
-    if child_pid is None:
-        return _update_fenced(conn, "renew", lease, **until)
-    return _update_fenced(conn, "renew_with_pid", lease, new_child_pid=child_pid, **until)
+def renew(conn: Connection, lease: Lease, lease_seconds: float) -> bool:
+    """Extend the lease; False when the job is no longer ours."""
+    return _update_fenced(conn, "renew", lease, **_moments(conn, lease_until=lease_seconds))
 
 
 #: Verbs that settle many jobs in one statement, a host's batches: what each sets.

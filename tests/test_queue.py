@@ -116,9 +116,10 @@ def test_holder_of_an_older_attempt_can_neither_renew_nor_settle(engine: Engine)
         assert not queue.cancel(conn, first.lease)
         assert not queue.release(conn, first.lease)
     assert row(engine, first.id)["locked_by"] == "host-b"
+    before = row(engine, first.id)["lease_expires_at"]
     with transaction(engine) as conn:
-        assert queue.renew(conn, second.lease, LEASE, child_pid=4242)
-    assert row(engine, first.id)["child_pid"] == 4242
+        assert queue.renew(conn, second.lease, LEASE * 2)
+    assert row(engine, first.id)["lease_expires_at"] > before
 
 
 def test_expired_lease_is_rescued_by_the_claim(engine: Engine) -> None:
