@@ -47,7 +47,7 @@ import pyvips
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from child.diff import DiffOptions, compare
+from child.diff.compare import DiffOptions, compare
 
 HERE = Path(__file__).resolve().parent
 NPM = HERE / ".npm"

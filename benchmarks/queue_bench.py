@@ -1,4 +1,4 @@
-"""Benchmark of the database queue (`supervisor.queue`) on PostgreSQL, beside pgqueuer.
+"""Benchmark of the database queue (`supervisor.db.queue`) on PostgreSQL, beside pgqueuer.
 
 Run `python benchmarks/queue_bench.py [--jobs N] [--runs R] [--database-url URL]`. Without a URL
 it starts a throwaway PostgreSQL (`tests.postgres_server`, fsync off) and removes it at the end;
@@ -18,7 +18,7 @@ What is measured:
    rows and writes their log entries, one autocommit statement). Each cell is the median of R runs; the spread is the slowest and fastest run.
    The ratio is ours / pgqueuer: above 1 our queue moves more jobs per second, below 1 fewer.
 2. Enqueue-to-claim latency of an idle listener. A listener process blocks in `select` on our
-   `Listener` connection (LISTEN on `supervisor.queue.CHANNEL`), claims when it wakes and reports
+   `Listener` connection (LISTEN on `supervisor.db.queue.CHANNEL`), claims when it wakes and reports
    when the claim returned; the parent enqueues one job every ~20 ms and stamps the time just
    before the enqueue transaction commits (NOTIFY is delivered on commit). pgqueuer's equivalent
    is its `QueueManager` (LISTEN/NOTIFY), stamped when the job function starts, against an
@@ -78,11 +78,11 @@ from pgqueuer.types import QueueEntrypoint, QueueManagerId  # noqa: E402
 from sqlalchemy import Connection, Engine, event, insert, text  # noqa: E402
 from sqlalchemy.engine import make_url  # noqa: E402
 
-from supervisor import queue  # noqa: E402
-from supervisor.db import connect, transaction  # noqa: E402
-from supervisor.migrate import upgrade  # noqa: E402
-from supervisor.tables import jobs  # noqa: E402
-from supervisor.wakeup import Listener, libpq_conninfo  # noqa: E402
+from supervisor.db import queue  # noqa: E402
+from supervisor.db.connection import connect, transaction  # noqa: E402
+from supervisor.db.migrate import upgrade  # noqa: E402
+from supervisor.db.tables import jobs  # noqa: E402
+from supervisor.host.wakeup import Listener, libpq_conninfo  # noqa: E402
 from tests.postgres_server import TemporaryPostgres  # noqa: E402
 
 BATCH_SIZES = (1, 8, 32)

@@ -95,12 +95,13 @@ from benchmarks.queue_bench import (  # noqa: E402
 )
 from ipc.framing import FrameReader, encode  # noqa: E402
 from ipc.messages import TO_PARENT, Hello, Stop  # noqa: E402
-from supervisor import logs, queue  # noqa: E402
-from supervisor.db import connect, is_postgres, transaction  # noqa: E402
-from supervisor.forkserver import ForkServer  # noqa: E402
-from supervisor.migrate import upgrade  # noqa: E402
-from supervisor.tables import jobs  # noqa: E402
-from supervisor.wakeup import libpq_conninfo  # noqa: E402
+from supervisor import logs  # noqa: E402
+from supervisor.db import queue  # noqa: E402
+from supervisor.db.connection import connect, is_postgres, transaction  # noqa: E402
+from supervisor.db.migrate import upgrade  # noqa: E402
+from supervisor.db.tables import jobs  # noqa: E402
+from supervisor.host.forkserver import ForkServer  # noqa: E402
+from supervisor.host.wakeup import libpq_conninfo  # noqa: E402
 from tests.hosts import HostProcess  # noqa: E402
 
 CONCURRENCY = ("--concurrency", "2")

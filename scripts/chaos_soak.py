@@ -7,7 +7,7 @@ compose: whether every job still ends exactly once, every shard's results are re
 once, and the verdicts equal those of a calm run of the same workload.
 
 A run: generate the workload (screenshot-like PNGs, drawn in pure Python like
-`supervisor.demo_images`), run it calmly once with one host for the reference results, then run
+`supervisor.commands.demo_images`), run it calmly once with one host for the reference results, then run
 rounds until `--minutes` have passed. A round gets a fresh database and artifacts folder,
 captures the accepted `main` build calmly (the baselines), enqueues the other builds, starts the
 hosts and injects faults until its builds are done or the time is up, lets the hosts finish,
@@ -38,15 +38,15 @@ from typing import Any, Literal, TypeVar
 import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
-from supervisor import queue
-from supervisor.cancel import cancel_build
-from supervisor.crash_failure import crash_error
-from supervisor.db import DatabaseUnavailable, connect, transaction
-from supervisor.demo_images import Canvas
+from supervisor.builds.crash_failure import crash_error
+from supervisor.builds.uploads import enqueue_build, store_images
+from supervisor.commands.cancel import cancel_build
+from supervisor.commands.demo_images import Canvas
+from supervisor.db import queue
+from supervisor.db.connection import DatabaseUnavailable, connect, transaction
+from supervisor.db.migrate import upgrade
+from supervisor.db.tables import builds, capture_shards, jobs, snapshots
 from supervisor.logs import configure as configure_logging
-from supervisor.migrate import upgrade
-from supervisor.tables import builds, capture_shards, jobs, snapshots
-from supervisor.uploads import enqueue_build, store_images
 from tests.postgres_server import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -347,7 +347,7 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
     "postgres restart": 1,
     "cancel": 1,
 }
-#: The crash cause a host records for each child fault (see `supervisor.deaths`).
+#: The crash cause a host records for each child fault (see `supervisor.host.deaths`).
 CRASH_FAULTS: dict[str, FaultType] = {
     "SIGKILL (likely out of memory)": "child SIGKILL",
     "SIGSEGV": "child SIGSEGV",

@@ -2,6 +2,6 @@
 
 import sys
 
-from supervisor.cli import main
+from supervisor.commands.main import main
 
 sys.exit(main())

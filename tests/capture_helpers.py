@@ -14,10 +14,13 @@ from typing import Any
 import structlog
 from sqlalchemy import Engine
 
-from child import capture
-from supervisor import capture_kind, cli, queue, uploads
-from supervisor.db import transaction
-from supervisor.demo_images import Canvas
+from child.capture.shard import shard as capture
+from supervisor.builds import capture as capture_kind
+from supervisor.builds import uploads
+from supervisor.commands import main as cli
+from supervisor.commands.demo_images import Canvas
+from supervisor.db import queue
+from supervisor.db.connection import transaction
 
 LEASE_SECONDS = 60.0
 

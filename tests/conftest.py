@@ -15,9 +15,9 @@ import pytest
 import structlog
 from sqlalchemy import Engine, text
 
-from supervisor.db import connect
-from supervisor.migrate import upgrade
-from supervisor.tables import metadata
+from supervisor.db.connection import connect
+from supervisor.db.migrate import upgrade
+from supervisor.db.tables import metadata
 from tests.postgres_server import PostgresNotFound, TemporaryPostgres
 
 URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"

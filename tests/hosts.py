@@ -14,9 +14,9 @@ from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Engine, select
 
-from supervisor import queue
-from supervisor.db import DatabaseUnavailable, transaction
-from supervisor.tables import builds, jobs, projects
+from supervisor.db import queue
+from supervisor.db.connection import DatabaseUnavailable, transaction
+from supervisor.db.tables import builds, jobs, projects
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Short leases, stalls and backoffs, so that the tests see every path within seconds.

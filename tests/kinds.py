@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from child.handlers import Handler, Progress
-from supervisor.kinds import Kind, Payload
-from supervisor.queue import Job
+from child.worker.handlers import Handler, Progress
+from supervisor.builds.kinds import Kind, Payload
+from supervisor.db.queue import Job
 
 
 def _with_attempt(_conn: object, job: Job, _artifacts: Path) -> Payload:

@@ -1,4 +1,4 @@
-"""The promises of `supervisor.build_view` and `python -m supervisor build`."""
+"""The promises of `supervisor.builds.view` and `python -m supervisor build`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The promises of `supervisor.cancel` and `python -m supervisor cancel`."""
+"""The promises of `supervisor.commands.cancel` and `python -m supervisor cancel`."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Column, Engine, select
 
-from supervisor import capture_kind, queue
-from supervisor.cancel import cancel_build
-from supervisor.db import transaction
-from supervisor.tables import builds, capture_attempts, capture_shards, jobs
+from supervisor.builds import capture as capture_kind
+from supervisor.commands.cancel import cancel_build
+from supervisor.db import queue
+from supervisor.db.connection import transaction
+from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs
 from tests.capture_helpers import claim, run_build, run_cli, upload, write_png
 
 BUTTON = ((8, 8, 20, 10),)

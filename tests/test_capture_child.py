@@ -1,4 +1,4 @@
-"""The promises of `child.capture` and `child.paths`, run in-process on real PNGs."""
+"""The promises of `child.capture.shard` and `child.capture.paths`, run in-process on real PNGs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from child import capture
-from child.paths import UnsafePath, resolve_under
-from supervisor.demo_images import _chunk
+from child.capture.paths import UnsafePath, resolve_under
+from child.capture.shard import shard as capture
+from supervisor.commands.demo_images import _chunk
 from tests.capture_helpers import write_png
 
 OPTIONS = {"metric": "oklab", "threshold": 0.05, "count_aa": False, "budget_pixels": 0}

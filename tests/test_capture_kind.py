@@ -1,4 +1,4 @@
-"""The promises of `supervisor.capture_kind` and `supervisor.reduce`, on PostgreSQL and SQLite."""
+"""The promises of `supervisor.builds.capture` and `supervisor.builds.reduce`, on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from child import capture
-from supervisor import capture_kind, queue, reduce
-from supervisor.db import transaction
-from supervisor.projects import SettingsChange, change_settings
-from supervisor.tables import builds, capture_attempts, capture_shards, jobs, snapshots
+from child.capture.shard import shard as capture
+from supervisor.builds import capture as capture_kind
+from supervisor.builds import reduce
+from supervisor.builds.projects import SettingsChange, change_settings
+from supervisor.db import queue
+from supervisor.db.connection import transaction
+from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs, snapshots
 from tests.capture_helpers import claim, prepare, run_build, run_jobs, settle, upload, write_png
 
 BUTTON = ((8, 8, 20, 10),)

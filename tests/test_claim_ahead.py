@@ -10,11 +10,11 @@ import pytest
 import structlog
 
 from ipc.messages import PROTOCOL_VERSION, Hello
-from supervisor.claim_ahead import AHEAD_SECONDS, MAX_AHEAD, PATIENCE_SECONDS, ClaimAhead
-from supervisor.kinds import Kind
-from supervisor.pool import Child
-from supervisor.queue import Job
-from supervisor.settle import Running
+from supervisor.builds.kinds import Kind
+from supervisor.db.queue import Job
+from supervisor.host.claim_ahead import AHEAD_SECONDS, MAX_AHEAD, PATIENCE_SECONDS, ClaimAhead
+from supervisor.host.pool import Child
+from supervisor.host.settle import Running
 
 MakeChild = Callable[..., Child]
 _ids = itertools.count(1)

@@ -1,4 +1,4 @@
-"""The promises of `supervisor.demo_images`: fast, deterministic, realistic differences."""
+"""The promises of `supervisor.commands.demo_images`: fast, deterministic, realistic differences."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyvips
 
-from supervisor.demo_images import BRANCH_STORIES, render_story, write_demo_images
+from supervisor.commands.demo_images import BRANCH_STORIES, render_story, write_demo_images
 
 CHANGED = {"button/primary", "form/login", "typography/paragraph", "card/list"}
 
@@ -37,6 +37,6 @@ def test_images_are_deterministic_valid_pngs_of_screenshot_size() -> None:
 
 
 def test_the_parent_side_modules_never_load_libvips() -> None:
-    modules = "supervisor.cli, supervisor.demo_images, supervisor.capture_kind, supervisor.reduce"
+    modules = "supervisor.commands.main, supervisor.commands.demo_images, supervisor.builds.capture, supervisor.builds.reduce"
     check = f"import sys, {modules}; sys.exit('pyvips' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", check], check=False).returncode == 0

@@ -1,4 +1,4 @@
-"""child.diff: counts equal pixelmatch's, bad images fail cleanly, the diff PNG is right.
+"""child.diff.compare: counts equal pixelmatch's, bad images fail cleanly, the diff PNG is right.
 
 ``fixtures/diff/expected.json`` holds, for each pair ``NAME.a.png`` / ``NAME.b.png``, the counts
 of pixelmatch 7.1.0 (``yiq``) and 8.0.0 (``oklab``) with and without ``includeAA``, computed by
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import pyvips
 
-from child import diff
-from child.diff import DiffOptions, ImageError, Metric, compare, probe
+from child.diff.compare import DiffOptions, ImageError, Metric, compare, probe
+from child.diff.compare import compare as diff
 
 FIXTURES = Path(__file__).parent / "fixtures" / "diff"
 EXPECTED: dict[str, dict[str, int]] = json.loads((FIXTURES / "expected.json").read_text())

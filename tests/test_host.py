@@ -14,7 +14,7 @@ import psutil
 import pytest
 from sqlalchemy import Engine
 
-from supervisor.cli import main as cli_main
+from supervisor.commands.main import main as cli_main
 from tests.hosts import (
     FAST,
     ROOT,

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from supervisor.db import transaction
-from supervisor.demo_images import write_demo_images
-from supervisor.tables import builds, capture_shards, snapshots
-from supervisor.uploads import QueuedBuild, enqueue_build, store_images
+from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
+from supervisor.commands.demo_images import write_demo_images
+from supervisor.db.connection import transaction
+from supervisor.db.tables import builds, capture_shards, snapshots
 from tests.hosts import FAST, HostProcess, ended, hosts, job, running_child, wait_for
 from tests.test_host import StartHost
 

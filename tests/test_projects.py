@@ -1,4 +1,4 @@
-"""The promises of `supervisor.projects` and `python -m supervisor project`."""
+"""The promises of `supervisor.builds.projects` and `python -m supervisor project`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The promises of `supervisor.queue`, on PostgreSQL and SQLite."""
+"""The promises of `supervisor.db.queue`, on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import Engine, select, update
 
-from supervisor import queue
-from supervisor.db import transaction
-from supervisor.tables import jobs
+from supervisor.db import queue
+from supervisor.db.connection import transaction
+from supervisor.db.tables import jobs
 from tests.hosts import make_build
 
 LEASE = 30.0

@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import Engine, func, text
 from sqlalchemy import select as sql_select
 
-from supervisor import queue
-from supervisor.db import DatabaseUnavailable, connect, transaction
-from supervisor.migrate import upgrade
-from supervisor.tables import jobs
-from supervisor.wakeup import Listener
+from supervisor.db import queue
+from supervisor.db.connection import DatabaseUnavailable, connect, transaction
+from supervisor.db.migrate import upgrade
+from supervisor.db.tables import jobs
+from supervisor.host.wakeup import Listener
 from tests.postgres_server import TemporaryPostgres
 
 _start_line: Barrier | None = None
@@ -145,7 +145,7 @@ def test_listener_falls_back_when_its_connection_drops(own_postgres: TemporaryPo
 def test_claim_walks_the_partial_index_of_queued_jobs(postgres_url: str) -> None:
     from datetime import timedelta
 
-    from supervisor.queue import _claim_statement
+    from supervisor.db.queue import _claim_statement
 
     engine = connect(postgres_url)
     with transaction(engine) as conn:

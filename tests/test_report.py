@@ -1,4 +1,4 @@
-"""The promises of `supervisor.report`: a self-contained page that opens from disk."""
+"""The promises of `supervisor.builds.report`: a self-contained page that opens from disk."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, select
 
-from supervisor.build_view import BuildView, SnapshotView, load_build
-from supervisor.report import render_report, write_report
-from supervisor.tables import builds
+from supervisor.builds.report import render_report, write_report
+from supervisor.builds.view import BuildView, SnapshotView, load_build
+from supervisor.db.tables import builds
 from tests.capture_helpers import run_build, write_png
 
 BUTTON = ((8, 8, 20, 10),)

@@ -10,12 +10,12 @@ import pytest
 import structlog
 from sqlalchemy import Connection, Engine, text
 
-from supervisor.config import HostSettings
-from supervisor.db import DatabaseUnavailable
-from supervisor.kinds import Kind, Payload
-from supervisor.pool import Child
-from supervisor.queue import Job
-from supervisor.settle import Settler
+from supervisor.builds.kinds import Kind, Payload
+from supervisor.db.connection import DatabaseUnavailable
+from supervisor.db.queue import Job
+from supervisor.host.pool import Child
+from supervisor.host.settings import HostSettings
+from supervisor.host.settle import Settler
 from tests.hosts import enqueue, job
 
 

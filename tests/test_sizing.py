@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.cadence import Cadence
-from supervisor.deaths import OomCounter, death_cause, describe_status
-from supervisor.host import Health
-from supervisor.sizing import GIB, cgroup_v1_limits, cgroup_v2_limits, own_cgroup_dir, size_host
+from supervisor.host.cadence import Cadence
+from supervisor.host.deaths import OomCounter, death_cause, describe_status
+from supervisor.host.loop import Health
+from supervisor.host.sizing import (
+    GIB,
+    cgroup_v1_limits,
+    cgroup_v2_limits,
+    own_cgroup_dir,
+    size_host,
+)
 
 
 def write(path: Path, text: str) -> None:

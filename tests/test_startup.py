@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor import scratch
-from supervisor.db import connect
-from supervisor.migrate import upgrade
+from supervisor.db.connection import connect
+from supervisor.db.migrate import upgrade
+from supervisor.host import scratch
 from tests.hosts import ROOT
 
 BROKEN_IMPORT = 'raise ImportError("libvips.so.42: cannot open shared object file")\n'
@@ -51,9 +51,9 @@ def test_the_parent_never_imports_pyvips(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        import supervisor.cli, supervisor.demo, supervisor.capture_kind, supervisor.report
-        from supervisor.config import HostSettings
-        from supervisor.host import Host
+        import supervisor.commands.main, supervisor.commands.demo, supervisor.builds.capture, supervisor.builds.report
+        from supervisor.host.settings import HostSettings
+        from supervisor.host.loop import Host
         host = Host(HostSettings(database_url="sqlite:///{tmp_path}/db.sqlite", artifacts=Path("{tmp_path}"), concurrency=1))
         assert host.start() == 0
         host.shutdown()
@@ -68,7 +68,7 @@ def test_the_parent_never_imports_pyvips(tmp_path: Path) -> None:
 
 def test_child_code_imports_no_database_code() -> None:
     code = (
-        "import sys, child.main, child.capture, child.diff, child.forkserver, child.handlers\n"
+        "import sys, child.worker.loop, child.capture.shard, child.diff.compare, child.worker.forkserver, child.worker.handlers\n"
         "print(sorted(n for n in sys.modules if n.split('.')[0] in ('sqlalchemy', 'psycopg', 'supervisor', 'alembic')))"
     )
     result = run_python(code)
@@ -117,7 +117,7 @@ def test_the_fork_server_has_no_thread_but_its_own() -> None:
     code = textwrap.dedent(
         """
         import os
-        from supervisor.forkserver import ForkServer
+        from supervisor.host.forkserver import ForkServer
         server = ForkServer.start()
         print(len(os.listdir(f"/proc/{server.pid}/task")))
         server.stop()

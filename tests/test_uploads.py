@@ -1,4 +1,4 @@
-"""The promises of `supervisor.uploads` and `enqueue-build`, on PostgreSQL and SQLite."""
+"""The promises of `supervisor.builds.uploads` and `enqueue-build`, on PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
-from supervisor import queue, uploads
-from supervisor.db import transaction
-from supervisor.tables import builds, capture_attempts, capture_shards, jobs, projects
+from supervisor.builds import uploads
+from supervisor.db import queue
+from supervisor.db.connection import transaction
+from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs, projects
 from tests.capture_helpers import run_cli, write_png
 
 

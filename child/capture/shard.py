@@ -1,0 +1,134 @@
+"""The child's side of a `capture` job: compare each snapshot of a shard with its baseline.
+
+The payload (built by `supervisor.builds.capture.prepare`) carries all this needs: the artifacts
+root, the diff options, the folder for diff images, and each snapshot with its baseline's path
+and SHA-256. One bad snapshot (a damaged image, a path that leaves the artifacts root) fails
+only itself, so a shard always returns a result for every snapshot; only a broken payload or
+a native crash fails the job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyvips
+
+from child.capture.paths import UnsafePath, resolve_under
+from child.diff.compare import DiffOptions, ImageError, compare, probe
+
+Progress = Callable[[dict[str, Any]], None]
+SnapshotResult = dict[str, Any]
+
+
+def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Capture every snapshot of the payload, reporting progress after each."""
+    root = Path(payload["artifacts"])
+    options = _options(payload["options"])
+    diff_dir = payload["diff_dir"]
+    shots = payload["snapshots"]
+    results = []
+    for done, shot in enumerate(shots, start=1):
+        results.append(capture_one(root, diff_dir, shot, options))
+        progress({"done": done, "total": len(shots)})
+    return {"snapshots": results}
+
+
+def _options(given: Mapping[str, Any]) -> DiffOptions:
+    return DiffOptions(
+        metric=given["metric"],
+        threshold=float(given["threshold"]),
+        count_aa=bool(given["count_aa"]),
+        budget_pixels=int(given["budget_pixels"]),
+    )
+
+
+def capture_one(
+    root: Path, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
+) -> SnapshotResult:
+    """One snapshot's result; a bad image or path is a `failed` result, never an exception."""
+    baseline = shot.get("baseline")
+    try:
+        image = resolve_under(root, shot["image"])
+        if baseline is None:
+            return _new(shot, image, options)
+        if baseline["sha256"] == shot["sha256"]:
+            return _unchanged(shot, image, options)
+        return _compared(root, diff_dir, shot, image, options)
+    except (ImageError, UnsafePath, OSError) as error:
+        return _result(shot, "failed", error=str(error) or type(error).__name__)
+
+
+def _new(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> SnapshotResult:
+    """No baseline: nothing to compare, but the image must decode, for it may become one.
+
+    The header-only probe refuses oversized images before any pixel is read; a full decode
+    then catches what a header cannot show (a truncated file, damaged image data). A damaged
+    image let through here would fail every later build as their baseline.
+    """
+    width, height = probe(image, options.max_pixels)
+    _decode_fully(image)
+    return _result(shot, "new", width=width, height=height)
+
+
+def _decode_fully(image: Path) -> None:
+    try:
+        pyvips.Image.new_from_file(str(image), fail_on="error").avg()
+    except pyvips.Error as error:
+        detail = (error.detail or error.message or "").strip().splitlines()
+        reason = detail[-1].strip() if detail else "cannot decode"
+        raise ImageError(f"{image}: damaged image ({reason})") from error
+
+
+def _unchanged(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> SnapshotResult:
+    """Same bytes as the baseline: unchanged without decoding (the header gives the size)."""
+    width, height = probe(image, options.max_pixels)
+    return _result(
+        shot,
+        "unchanged",
+        width=width,
+        height=height,
+        diff_pixels=0,
+        diff_ratio=0.0,
+        metric=options.metric,
+    )
+
+
+def _compared(
+    root: Path, diff_dir: str, shot: Mapping[str, Any], image: Path, options: DiffOptions
+) -> SnapshotResult:
+    baseline = shot["baseline"]
+    diff_relative = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
+    diff_path = resolve_under(root, diff_relative)
+    diff_path.parent.mkdir(parents=True, exist_ok=True)
+    outcome = compare(resolve_under(root, baseline["image"]), image, diff_path, options)
+    return _result(
+        shot,
+        outcome.status,
+        width=outcome.width,
+        height=outcome.height,
+        diff_pixels=outcome.diff_pixels,
+        diff_ratio=outcome.diff_ratio,
+        diff_path=diff_relative if outcome.diff_written else None,
+        metric=outcome.metric,
+    )
+
+
+def _result(shot: Mapping[str, Any], status: str, **facts: Any) -> SnapshotResult:
+    baseline = shot.get("baseline")
+    result: SnapshotResult = {
+        "name": shot["name"],
+        "status": status,
+        "width": None,
+        "height": None,
+        "diff_pixels": None,
+        "diff_ratio": None,
+        "diff_path": None,
+        "metric": None,
+        "error": None,
+        "baseline_id": baseline["id"] if baseline else None,
+    }
+    result.update(facts)
+    return result

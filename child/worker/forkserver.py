@@ -1,0 +1,125 @@
+"""The fork server: a clean process that forks the children on the parent's request.
+
+It is forked by the parent first thing, before any database connection or thread, and imports the
+child code (and pyvips, so children start in milliseconds) but never runs a libvips operation: a
+process that ran one and then forks can deadlock its children. Each child is forked twice so the
+parent, a child subreaper, adopts it: the parent then reaps it and reads its exit status itself.
+
+Control protocol, over the socket pair made before the fork: the server writes one byte when it
+is ready; the parent writes a spawn request (4-byte libvips thread count); the server answers a
+4-byte child pid with the parent's end of the child's socket attached (SCM_RIGHTS), or a
+negative errno and no socket when the fork failed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import struct
+import time
+from typing import NoReturn
+
+from child.worker.handlers import Handler
+
+REQUEST = struct.Struct(">I")
+REPLY = struct.Struct(">i")
+READY = b"R"
+#: How long a new child waits to be adopted by the parent before it gives up.
+ADOPTION_TIMEOUT_SECONDS = 2.0
+_PR_SET_PDEATHSIG = 1
+#: Thread pools that libraries start on import unless told to use one thread.
+SINGLE_THREADED = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
+    """The fork server's loop: one child per request, until the parent closes the control socket."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; ^C reaches us too
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent()
+    # A process that forks must have no other thread; numpy's BLAS would start one on import.
+    for variable in SINGLE_THREADED:
+        os.environ[variable] = "1"
+    from child.worker.handlers import registered_handlers
+
+    handlers = registered_handlers()
+    control.sendall(READY)
+    while True:
+        request = _recv_request(control)
+        if request is None:
+            os._exit(0)
+        (threads,) = REQUEST.unpack(request)
+        ours, theirs = socket.socketpair()
+        try:
+            pid = _fork_adoptable(ours, theirs, control, supervisor_pid, threads, handlers)
+        except OSError as error:
+            control.sendall(REPLY.pack(-(error.errno or 1)))
+        else:
+            socket.send_fds(control, [REPLY.pack(pid)], [theirs.fileno()])
+        finally:
+            ours.close()
+            theirs.close()
+
+
+def _recv_request(control: socket.socket) -> bytes | None:
+    data = b""
+    while len(data) < REQUEST.size:
+        chunk = control.recv(REQUEST.size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _fork_adoptable(
+    ours: socket.socket,
+    theirs: socket.socket,
+    control: socket.socket,
+    supervisor_pid: int,
+    threads: int,
+    handlers: dict[str, Handler],
+) -> int:
+    """Fork a child through an intermediate that exits at once, so the parent adopts the child."""
+    read_pid, write_pid = os.pipe()
+    intermediate = os.fork()
+    if intermediate == 0:
+        os.close(read_pid)
+        child = os.fork()
+        if child == 0:
+            os.close(write_pid)
+            theirs.close()
+            control.close()
+            _become_child(ours, supervisor_pid, threads, handlers)
+        os.write(write_pid, REPLY.pack(child))
+        os._exit(0)
+    os.close(write_pid)
+    os.waitpid(intermediate, 0)
+    with os.fdopen(read_pid, "rb") as pipe:
+        (pid,) = REPLY.unpack(pipe.read(REPLY.size))
+    return int(pid)
+
+
+def _become_child(
+    sock: socket.socket, supervisor_pid: int, threads: int, handlers: dict[str, Handler]
+) -> NoReturn:
+    from child.worker.engine import set_threads
+    from child.worker.loop import serve as serve_child
+
+    os.setsid()  # a process group of its own: the parent kills whatever the child started with it
+    deadline = time.monotonic() + ADOPTION_TIMEOUT_SECONDS
+    while os.getppid() != supervisor_pid:
+        if time.monotonic() > deadline:
+            os._exit(1)
+        time.sleep(0.0002)
+    _die_with_parent()
+    if os.getppid() != supervisor_pid:  # the parent died before the signal was armed
+        os._exit(1)
+    set_threads(threads)
+    serve_child(sock, handlers)
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGKILL when our parent dies (Linux `PR_SET_PDEATHSIG`)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

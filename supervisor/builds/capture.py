@@ -1,0 +1,301 @@
+"""The parent's side of a `capture` job: one shard of a build's snapshots.
+
+The child diffs; this module does what needs the database. `prepare` resolves each snapshot's
+baseline when the job starts (not when it was queued, so a build queued while its baseline
+build ran still diffs against it) and hands the child everything in the payload. `record`
+writes the child's results and closes the shard in the transaction that acknowledges the job,
+and the build ends with its last shard (`supervisor.builds.reduce`).
+
+Job data: `{"build_id": int, "shard_id": int, "snapshots": [{"name", "image", "sha256"}]}`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from sqlalchemy import Connection, func, insert, select, update
+
+from supervisor.builds.kinds import Kind, Payload
+from supervisor.builds.projects import ProjectSettings, load_settings
+from supervisor.builds.reduce import reduce_build
+from supervisor.db.queue import Job
+from supervisor.db.tables import (
+    SNAPSHOT_STATES,
+    builds,
+    capture_attempts,
+    capture_shards,
+    snapshots,
+)
+
+log = structlog.get_logger(__name__)
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Names looked up per baseline query, well under SQLite's bound-parameter limit.
+BASELINE_QUERY_NAMES = 500
+#: The keys of each snapshot result the child sends back.
+RESULT_FIELDS = (
+    "name",
+    "status",
+    "width",
+    "height",
+    "diff_pixels",
+    "diff_ratio",
+    "diff_path",
+    "metric",
+    "error",
+    "baseline_id",
+)
+
+
+class ResultError(ValueError):
+    """The child's result does not match the job it ran (the message says how)."""
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _is_relative_path(value: Any) -> bool:
+    return isinstance(value, str) and bool(value) and not value.startswith(("/", "\\"))
+
+
+def _is_snapshot(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"name", "image", "sha256"}
+        and isinstance(value["name"], str)
+        and bool(value["name"])
+        and _is_relative_path(value["image"])
+        and isinstance(value["sha256"], str)
+        and SHA256.fullmatch(value["sha256"]) is not None
+    )
+
+
+def accepts(data: Any) -> bool:
+    """Whether `data` is a capture job's data; never raises, whatever it is given."""
+    if not isinstance(data, Mapping) or set(data) != {"build_id", "shard_id", "snapshots"}:
+        return False
+    shots = data["snapshots"]
+    if not (_is_id(data["build_id"]) and _is_id(data["shard_id"])):
+        return False
+    if not isinstance(shots, list) or not shots or not all(_is_snapshot(s) for s in shots):
+        return False
+    return len({shot["name"] for shot in shots}) == len(shots)
+
+
+def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
+    """Mark the shard and build started and build the child's payload, baselines resolved now."""
+    build_id, shard_id = job.data["build_id"], job.data["shard_id"]
+    project_id = conn.execute(
+        select(builds.c.project_id).where(builds.c.id == build_id)
+    ).scalar_one_or_none()
+    if project_id is None:
+        raise LookupError(f"capture job {job.id}: no build with id {build_id}")
+    settings = load_settings(conn, project_id)
+    _mark_started(conn, build_id, shard_id)
+    names = [shot["name"] for shot in job.data["snapshots"]]
+    baselines = find_baselines(conn, settings, names)
+    log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=len(baselines))
+    return {
+        "artifacts": str(artifacts.resolve()),
+        "build_id": build_id,
+        "shard_id": shard_id,
+        "diff_dir": f"diffs/{build_id}",
+        "options": {
+            "metric": settings.metric,
+            "threshold": settings.threshold,
+            "count_aa": settings.count_aa,
+            "budget_pixels": settings.budget_pixels,
+        },
+        "snapshots": [
+            {**shot, "baseline": baselines.get(shot["name"])} for shot in job.data["snapshots"]
+        ],
+    }
+
+
+def _mark_started(conn: Connection, build_id: int, shard_id: int) -> None:
+    conn.execute(
+        update(capture_shards)
+        .where(capture_shards.c.id == shard_id, capture_shards.c.status == "queued")
+        .values(status="running")
+    )
+    conn.execute(
+        update(builds)
+        .where(builds.c.id == build_id, builds.c.status == "pending")
+        .values(status="capturing")
+    )
+    conn.execute(
+        update(capture_attempts)
+        .where(capture_attempts.c.build_id == build_id, capture_attempts.c.status == "queued")
+        .values(status="running", started_at=func.now())
+    )
+
+
+def find_baselines(
+    conn: Connection, settings: ProjectSettings, names: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Each name's baseline: its snapshot in the latest accepted build of the baseline branch.
+
+    A snapshot that failed there is no baseline (there is nothing to compare with); the name
+    then falls back to the latest accepted build where it did not fail.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(names), BASELINE_QUERY_NAMES):
+        found.update(_baselines_of(conn, settings, names[start : start + BASELINE_QUERY_NAMES]))
+    return found
+
+
+def _baselines_of(
+    conn: Connection, settings: ProjectSettings, names: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    newest_first = func.row_number().over(
+        partition_by=snapshots.c.name, order_by=(builds.c.accepted_at.desc(), builds.c.id.desc())
+    )
+    ranked = (
+        select(
+            snapshots.c.name,
+            snapshots.c.id,
+            snapshots.c.image_path,
+            snapshots.c.image_sha256,
+            newest_first.label("rank"),
+        )
+        .join(builds, builds.c.id == snapshots.c.build_id)
+        .where(
+            builds.c.project_id == settings.id,
+            builds.c.branch == settings.baseline_branch,
+            builds.c.accepted_at.is_not(None),
+            snapshots.c.status != "failed",
+            snapshots.c.name.in_(names),
+        )
+        .subquery()
+    )
+    rows = conn.execute(select(ranked).where(ranked.c.rank == 1))
+    return {
+        row.name: {"id": row.id, "image": row.image_path, "sha256": row.image_sha256}
+        for row in rows
+    }
+
+
+def record(conn: Connection, job: Job, result: Any, artifacts: Path) -> None:
+    """Write the shard's snapshots, close the shard and, if it was the last, the build.
+
+    The caller runs this in the transaction that acknowledged the job under its fence, so a
+    host that lost the job never gets here, and the results are written exactly once.
+    """
+    build_id, shard_id = job.data["build_id"], job.data["shard_id"]
+    results = _checked_results(job, result)
+    images = {shot["name"]: shot for shot in job.data["snapshots"]}
+    conn.execute(
+        insert(snapshots),
+        [_snapshot_row(build_id, shard_id, images[item["name"]], item) for item in results],
+    )
+    conn.execute(
+        update(capture_shards)
+        .where(capture_shards.c.id == shard_id)
+        .values(status="completed", error=None)
+    )
+    outcome = reduce_build(conn, build_id, artifacts)
+    log.info("capture recorded", job_id=job.id, build_id=build_id, build=outcome)
+
+
+def _checked_results(job: Job, result: Any) -> list[Mapping[str, Any]]:
+    """The child's snapshot results, one per snapshot of the job, each well-formed."""
+    items = result.get("snapshots") if isinstance(result, Mapping) else None
+    if not isinstance(items, list):
+        raise ResultError(f"capture job {job.id}: the result has no snapshot list")
+    expected = sorted(shot["name"] for shot in job.data["snapshots"])
+    if not all(isinstance(item, Mapping) and set(item) == set(RESULT_FIELDS) for item in items):
+        raise ResultError(f"capture job {job.id}: a snapshot result lacks or adds fields")
+    if sorted(str(item["name"]) for item in items) != expected:
+        raise ResultError(f"capture job {job.id}: the results do not match the job's snapshots")
+    for item in items:
+        _check_result(job, item)
+    return items
+
+
+def _check_result(job: Job, item: Mapping[str, Any]) -> None:
+    numbers = (item["width"], item["height"], item["diff_pixels"], item["baseline_id"])
+    well_formed = (
+        item["status"] in SNAPSHOT_STATES
+        and all(value is None or _is_count(value) for value in numbers)
+        and (item["diff_ratio"] is None or isinstance(item["diff_ratio"], int | float))
+        and all(
+            item[key] is None or isinstance(item[key], str)
+            for key in ("diff_path", "metric", "error")
+        )
+    )
+    if not well_formed:
+        raise ResultError(f"capture job {job.id}: malformed result for {item['name']!r}")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _snapshot_row(
+    build_id: int, shard_id: int, image: Mapping[str, Any], item: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "build_id": build_id,
+        "shard_id": shard_id,
+        "name": item["name"],
+        "image_path": image["image"],
+        "image_sha256": image["sha256"],
+        "width": item["width"],
+        "height": item["height"],
+        "baseline_id": item["baseline_id"],
+        "status": item["status"],
+        "metric": item["metric"],
+        "diff_pixels": item["diff_pixels"],
+        "diff_ratio": None if item["diff_ratio"] is None else float(item["diff_ratio"]),
+        "diff_path": item["diff_path"],
+        "error": item["error"],
+    }
+
+
+def on_failed(conn: Connection, job: Job, error: str, artifacts: Path) -> None:
+    """The job failed for good: fail its shard and end the build if that was its last shard.
+
+    A job without a shard fails its whole build. Either way a build that already ended is left
+    alone. The ids come from the job's row, not its data, which may be what was malformed.
+    """
+    if job.build_id is None:
+        return
+    if job.shard_id is None:
+        outcome = reduce_build(conn, job.build_id, artifacts, failure=error)
+    else:
+        _close_shard(conn, job.shard_id, "failed", error)
+        outcome = reduce_build(conn, job.build_id, artifacts)
+    log.warning("capture failed", job_id=job.id, build_id=job.build_id, build=outcome, error=error)
+
+
+def on_cancelled(conn: Connection, job: Job, artifacts: Path) -> None:
+    """The job was cancelled: cancel its shard; the build is cancelled when no shard is open."""
+    if job.build_id is None:
+        return
+    if job.shard_id is not None:
+        _close_shard(conn, job.shard_id, "cancelled", None)
+    outcome = reduce_build(conn, job.build_id, artifacts)
+    log.info("capture cancelled", job_id=job.id, build_id=job.build_id, build=outcome)
+
+
+def _close_shard(conn: Connection, shard_id: int, status: str, error: str | None) -> None:
+    conn.execute(
+        update(capture_shards)
+        .where(capture_shards.c.id == shard_id, capture_shards.c.status.in_(("queued", "running")))
+        .values(status=status, error=error)
+    )
+
+
+KIND = Kind(
+    "capture",
+    accepts=accepts,
+    prepare=prepare,
+    record=record,
+    on_failed=on_failed,
+    on_cancelled=on_cancelled,
+)

@@ -1,0 +1,45 @@
+"""The parent's side of each job kind, in one table: how to check, prepare and record a job.
+
+The child's side (what runs) is `child.worker.handlers`. A kind here says:
+
+* `accepts(data)`: is the job's data well-formed? False fails the job without retry
+  ("malformed job");
+* `prepare(conn, job, artifacts)`: the payload the child gets, read from the database when the
+  job starts (a capture job resolves its baselines then, so a build queued while its baseline
+  build ran still diffs against it); it may mark the job's shard and build as started;
+* `record(conn, job, result, artifacts)`: write the child's results, inside the transaction that
+  also acknowledges the job under its fence, so results are recorded exactly once;
+* `on_failed(conn, job, error, artifacts)` / `on_cancelled(conn, job, artifacts)`: the job ended
+  without results; close whatever it belongs to (a capture shard, and its build if last).
+
+The table of kinds a host runs is `supervisor.builds.registry`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection
+
+from supervisor.db.queue import Job
+
+Payload = dict[str, Any]
+
+
+def _nothing(*_args: object) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    accepts: Callable[[Any], bool]
+    #: None: the child gets the job's data as it is, and the claim needs no extra statement.
+    prepare: Callable[[Connection, Job, Path], Payload] | None = None
+    #: None: the job has no results to write; acknowledging it is all.
+    record: Callable[[Connection, Job, Any, Path], None] | None = None
+    on_failed: Callable[[Connection, Job, str, Path], None] = _nothing
+    on_cancelled: Callable[[Connection, Job, Path], None] = _nothing

@@ -1,0 +1,181 @@
+"""Projects and their diff settings, and `python -m supervisor project`.
+
+The diff settings live on the project row, not on the hosts, so every host that captures a
+project's builds compares with the same metric and threshold, and a team changes them in one
+place. A project is created on first use (an upload or this command) with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, cast
+
+import structlog
+from sqlalchemy import Connection, select, update
+from sqlalchemy.dialects.postgresql import insert as postgres_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from supervisor.db.connection import connect, transaction
+from supervisor.db.tables import projects
+
+log = structlog.get_logger(__name__)
+
+Metric = Literal["yiq", "oklab"]
+METRICS: tuple[Metric, ...] = ("yiq", "oklab")
+
+
+class ProjectError(ValueError):
+    """A project setting that cannot be stored (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    """A project's row: what the diff of each of its builds is tuned by."""
+
+    id: int
+    name: str
+    baseline_branch: str
+    metric: Metric
+    threshold: float
+    count_aa: bool
+    budget_pixels: int
+
+
+@dataclass(frozen=True)
+class SettingsChange:
+    """The settings a `project` command asked to change; None leaves one as it is."""
+
+    metric: Metric | None = None
+    threshold: float | None = None
+    count_aa: bool | None = None
+    budget_pixels: int | None = None
+    baseline_branch: str | None = None
+
+    def values(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+def ensure_project(conn: Connection, name: str) -> int:
+    """The id of project `name`, created with the default settings if new.
+
+    The insert skips a name that exists, so two uploads creating one project at the same time
+    both get its id instead of one failing on the unique name.
+    """
+    if not name.strip():
+        raise ProjectError("a project name must not be empty")
+    found = _project_id(conn, name)
+    if found is not None:
+        return found
+    dialect_insert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    conn.execute(dialect_insert(projects).values(name=name).on_conflict_do_nothing())
+    created = _project_id(conn, name)
+    assert created is not None, "the project exists after the insert"
+    log.info("project created", project=name, project_id=created)
+    return created
+
+
+def _project_id(conn: Connection, name: str) -> int | None:
+    found: int | None = conn.execute(
+        select(projects.c.id).where(projects.c.name == name)
+    ).scalar_one_or_none()
+    return found
+
+
+def load_settings(conn: Connection, project_id: int) -> ProjectSettings:
+    row = conn.execute(select(projects).where(projects.c.id == project_id)).one()._mapping
+    return ProjectSettings(
+        id=row["id"],
+        name=row["name"],
+        baseline_branch=row["baseline_branch"],
+        metric=cast(Metric, row["metric"]),
+        threshold=float(row["threshold"]),
+        count_aa=bool(row["count_aa"]),
+        budget_pixels=int(row["budget_pixels"]),
+    )
+
+
+def change_settings(conn: Connection, name: str, change: SettingsChange) -> ProjectSettings:
+    """Apply `change` to project `name` (created if new) and return its settings after."""
+    _check(change)
+    project_id = ensure_project(conn, name)
+    values = change.values()
+    if values:
+        conn.execute(update(projects).where(projects.c.id == project_id).values(**values))
+        log.info("project settings changed", project=name, **values)
+    return load_settings(conn, project_id)
+
+
+def _check(change: SettingsChange) -> None:
+    if change.metric is not None and change.metric not in METRICS:
+        raise ProjectError(f"metric must be one of {', '.join(METRICS)}, not {change.metric!r}")
+    if change.threshold is not None and not 0.0 <= change.threshold <= 1.0:
+        raise ProjectError(f"threshold must be between 0 and 1, not {change.threshold}")
+    if change.budget_pixels is not None and change.budget_pixels < 0:
+        raise ProjectError(f"budget must be 0 or more pixels, not {change.budget_pixels}")
+    if change.baseline_branch is not None and not change.baseline_branch.strip():
+        raise ProjectError("the baseline branch must not be empty")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m supervisor project`."""
+    parser.add_argument("name", metavar="P", help="project name (created if new)")
+    parser.add_argument("--metric", choices=METRICS, help="colour metric of the diff")
+    parser.add_argument("--threshold", type=float, help="colour distance threshold, 0 to 1")
+    aa = parser.add_mutually_exclusive_group()
+    aa.add_argument(
+        "--count-aa",
+        dest="count_aa",
+        action="store_const",
+        const=True,
+        help="count anti-aliased pixels as changed",
+    )
+    aa.add_argument(
+        "--ignore-aa",
+        dest="count_aa",
+        action="store_const",
+        const=False,
+        help="ignore anti-aliased pixels (the default)",
+    )
+    parser.add_argument(
+        "--budget", type=int, dest="budget_pixels", help="changed pixels tolerated per snapshot"
+    )
+    parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
+    parser.add_argument("--json", action="store_true", help="print the settings as JSON")
+
+
+def cmd_project(args: argparse.Namespace) -> int:
+    """Show project `P`'s diff settings, after applying any option given."""
+    change = SettingsChange(
+        metric=args.metric,
+        threshold=args.threshold,
+        count_aa=args.count_aa,
+        budget_pixels=args.budget_pixels,
+        baseline_branch=args.baseline_branch,
+    )
+    engine = connect(args.database_url)
+    try:
+        with transaction(engine) as conn:
+            settings = change_settings(conn, args.name, change)
+    except ProjectError as error:
+        print(f"supervisor project: {error}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print(json.dumps(asdict(settings)) if args.json else _describe(settings))
+    return 0
+
+
+def _describe(settings: ProjectSettings) -> str:
+    rows = [
+        ("project", settings.name),
+        ("baseline branch", settings.baseline_branch),
+        ("metric", settings.metric),
+        ("threshold", f"{settings.threshold:g}"),
+        ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
+        ("budget", f"{settings.budget_pixels} pixels"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

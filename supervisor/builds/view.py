@@ -1,0 +1,201 @@
+"""A build as people and CI read it, and `python -m supervisor build ID`.
+
+One reading of a build and its snapshots (`load_build`) serves the command's table, its JSON
+(which CI scripts parse, so its keys are a contract) and the HTML report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from supervisor.db.connection import connect
+from supervisor.db.tables import builds, projects, snapshots
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """One snapshot's result, with its baseline's image for side-by-side views."""
+
+    id: int
+    name: str
+    status: str
+    image_path: str
+    width: int | None
+    height: int | None
+    baseline_id: int | None
+    baseline_image: str | None
+    metric: str | None
+    diff_pixels: int | None
+    diff_ratio: float | None
+    diff_path: str | None
+    error: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "diff_pixels": self.diff_pixels,
+            "diff_ratio": self.diff_ratio,
+            "diff_path": self.diff_path,
+            "baseline_id": self.baseline_id,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class BuildView:
+    """A build's state and counts, and its snapshots in name order."""
+
+    id: int
+    project: str
+    branch: str
+    commit: str | None
+    status: str
+    counts: dict[str, int]
+    created_at: datetime
+    finished_at: datetime | None
+    report_path: str | None
+    error: str | None
+    snapshots: tuple[SnapshotView, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "branch": self.branch,
+            "commit": self.commit,
+            "status": self.status,
+            "counts": dict(self.counts),
+            "created_at": self.created_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "report_path": self.report_path,
+            "error": self.error,
+            "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
+        }
+
+
+def load_build(conn: Connection, build_id: int) -> BuildView | None:
+    """Build `build_id` with its snapshots; None when there is no such build."""
+    row = conn.execute(
+        select(builds, projects.c.name.label("project"))
+        .join(projects, projects.c.id == builds.c.project_id)
+        .where(builds.c.id == build_id)
+    ).one_or_none()
+    if row is None:
+        return None
+    m = row._mapping
+    return BuildView(
+        id=m["id"],
+        project=m["project"],
+        branch=m["branch"],
+        commit=m["commit"],
+        status=m["status"],
+        counts={status: m[status] for status in ("new", "unchanged", "changed", "failed")},
+        created_at=m["created_at"],
+        finished_at=m["finished_at"],
+        report_path=m["report_path"],
+        error=m["error"],
+        snapshots=_load_snapshots(conn, build_id),
+    )
+
+
+def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]:
+    baseline = snapshots.alias("baseline")
+    rows = conn.execute(
+        select(snapshots, baseline.c.image_path.label("baseline_image"))
+        .outerjoin(baseline, baseline.c.id == snapshots.c.baseline_id)
+        .where(snapshots.c.build_id == build_id)
+        .order_by(snapshots.c.name)
+    )
+    return tuple(
+        SnapshotView(
+            id=m["id"],
+            name=m["name"],
+            status=m["status"],
+            image_path=m["image_path"],
+            width=m["width"],
+            height=m["height"],
+            baseline_id=m["baseline_id"],
+            baseline_image=m["baseline_image"],
+            metric=m["metric"],
+            diff_pixels=m["diff_pixels"],
+            diff_ratio=m["diff_ratio"],
+            diff_path=m["diff_path"],
+            error=m["error"],
+        )
+        for m in (row._mapping for row in rows)
+    )
+
+
+def format_build(view: BuildView, artifacts: Path) -> str:
+    """The build as an aligned, readable table, with where its report is."""
+    counts = "  ".join(f"{status} {count}" for status, count in view.counts.items())
+    lines = [
+        f"build {view.id}  {view.project} @ {view.branch}"
+        + (f" ({view.commit})" if view.commit else ""),
+        f"status    {view.status}" + (f": {view.error}" if view.error else ""),
+        f"snapshots {counts}",
+        f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
+        f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
+        f"report    {artifacts / view.report_path if view.report_path else '-'}",
+    ]
+    if view.snapshots:
+        lines += ["", *_table(view.snapshots)]
+    return "\n".join(lines)
+
+
+def _table(rows: tuple[SnapshotView, ...]) -> list[str]:
+    header = ("NAME", "STATUS", "DIFF PIXELS", "DIFF %", "BASELINE", "DIFF / ERROR")
+    cells = [header, *(_cells(snapshot) for snapshot in rows)]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(header) - 1)]
+    right = {2, 3, 4}
+    return [
+        "  ".join(
+            [
+                cell.rjust(width) if column in right else cell.ljust(width)
+                for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
+            ]
+            + [row[-1]]
+        ).rstrip()
+        for row in cells
+    ]
+
+
+def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
+    return (
+        snapshot.name,
+        snapshot.status,
+        "-" if snapshot.diff_pixels is None else str(snapshot.diff_pixels),
+        "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
+        "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),
+        snapshot.error or snapshot.diff_path or "",
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m supervisor build`."""
+    parser.add_argument("build_id", metavar="ID", type=int, help="the build's id")
+    parser.add_argument("--json", action="store_true", help="print the build as JSON")
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Print a build's state and every snapshot's result; exit 1 for an unknown id."""
+    engine = connect(args.database_url)
+    try:
+        with engine.connect() as conn:
+            view = load_build(conn, args.build_id)
+    finally:
+        engine.dispose()
+    if view is None:
+        print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
+        return 1
+    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, args.artifacts))
+    return 0

@@ -1,0 +1,105 @@
+"""`python -m supervisor status [--json]`: what the queue holds and who is running what.
+
+Queue depth by kind and state, every running job with its host, child pid and lease, and the
+most recent builds. The JSON form is for scripts and monitoring; its keys are stable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from supervisor.db.connection import connect, transaction
+from supervisor.db.tables import builds, jobs, projects
+
+RECENT_BUILDS = 10
+RUNNING_FIELDS = (
+    "job_id",
+    "kind",
+    "build_id",
+    "attempt",
+    "locked_by",
+    "child_pid",
+    "lease_expires_at",
+)
+
+
+def _iso(value: object) -> object:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def read_status(conn: Connection) -> dict[str, Any]:
+    depth: dict[str, dict[str, int]] = {}
+    for kind, status, count in conn.execute(
+        select(jobs.c.kind, jobs.c.status, func.count()).group_by(jobs.c.kind, jobs.c.status)
+    ):
+        depth.setdefault(kind, {})[status] = int(count)
+    running = [
+        {key: _iso(value) for key, value in zip(RUNNING_FIELDS, row, strict=True)}
+        for row in conn.execute(
+            select(
+                jobs.c.id,
+                jobs.c.kind,
+                jobs.c.build_id,
+                jobs.c.attempt,
+                jobs.c.locked_by,
+                jobs.c.child_pid,
+                jobs.c.lease_expires_at,
+            )
+            .where(jobs.c.status == "running")
+            .order_by(jobs.c.id)
+        )
+    ]
+    recent = [
+        {key: _iso(value) for key, value in row._mapping.items()}
+        for row in conn.execute(
+            select(
+                builds.c.id,
+                projects.c.name.label("project"),
+                builds.c.branch,
+                builds.c.status,
+                builds.c.created_at,
+                builds.c.finished_at,
+            )
+            .join(projects, projects.c.id == builds.c.project_id)
+            .order_by(builds.c.id.desc())
+            .limit(RECENT_BUILDS)
+        )
+    ]
+    return {"queue": depth, "running": running, "builds": recent}
+
+
+def format_status(status: dict[str, Any]) -> str:
+    lines = ["queue:"]
+    for kind, states in sorted(status["queue"].items()):
+        counts = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
+        lines.append(f"  {kind}: {counts}")
+    if not status["queue"]:
+        lines.append("  (empty)")
+    lines.append(f"running: {len(status['running'])}")
+    for job in status["running"]:
+        lines.append(
+            f"  job {job['job_id']} {job['kind']} build {job['build_id']} attempt {job['attempt']}"
+            f" on {job['locked_by']} pid {job['child_pid']} lease until {job['lease_expires_at']}"
+        )
+    lines.append("recent builds:")
+    for build in status["builds"]:
+        lines.append(f"  {build['id']} {build['project']}/{build['branch']}: {build['status']}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    engine = connect(args.database_url)
+    with transaction(engine) as conn:
+        status = read_status(conn)
+    engine.dispose()
+    print(json.dumps(status, indent=2) if args.json else format_status(status))
+    return 0

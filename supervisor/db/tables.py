@@ -1,0 +1,202 @@
+"""The database tables of DESIGN section 4, in SQLAlchemy Core.
+
+One schema serves PostgreSQL (JSON as JSONB, timestamps with time zone) and SQLite (JSON as
+text, timestamps as naive UTC text that `UtcDateTime` turns back into aware datetimes). The
+partial indexes are the ones the claim and rescue statements of `supervisor.db.queue` use.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes on both databases (SQLite keeps no zone, so it stores naive UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        assert isinstance(moment, datetime)
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+#: Integer keys: BIGINT on PostgreSQL, INTEGER on SQLite (so it aliases the rowid).
+Key = BigInteger().with_variant(Integer(), "sqlite")
+#: JSON documents: JSONB on PostgreSQL.
+Document = JSON().with_variant(JSONB(), "postgresql")
+
+JOB_STATES = ("queued", "running", "completed", "failed", "cancelled")
+SHARD_STATES = ("queued", "running", "completed", "failed", "cancelled")
+BUILD_STATES = ("pending", "capturing", "passed", "changed", "failed", "cancelled")
+SNAPSHOT_STATES = ("new", "unchanged", "changed", "failed")
+
+
+def _one_of(column: str, states: tuple[str, ...]) -> CheckConstraint:
+    allowed = ", ".join(f"'{state}'" for state in states)
+    return CheckConstraint(f"{column} IN ({allowed})", name=f"{column}_known")
+
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("baseline_branch", String(200), nullable=False, server_default="main"),
+    # Diff settings, stored per project so thresholds mean the same on every host.
+    Column("metric", String(10), nullable=False, server_default="oklab"),
+    Column("threshold", Float, nullable=False, server_default="0.05"),
+    Column("count_aa", Boolean, nullable=False, server_default=text("false")),
+    Column("budget_pixels", Integer, nullable=False, server_default="0"),
+    Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+)
+
+builds = Table(
+    "builds",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("project_id", Key, ForeignKey("projects.id"), nullable=False, index=True),
+    Column("branch", String(200), nullable=False),
+    Column("commit", String(64)),
+    Column("status", String(12), nullable=False, server_default="pending"),
+    Column("new", Integer, nullable=False, server_default="0"),
+    Column("unchanged", Integer, nullable=False, server_default="0"),
+    Column("changed", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+    # Set when a build on the baseline branch ends: its snapshots become baselines.
+    Column("accepted_at", UtcDateTime),
+    Column("report_path", Text),
+    Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    Column("finished_at", UtcDateTime),
+    Column("error", Text),
+    _one_of("status", BUILD_STATES),
+)
+
+capture_shards = Table(
+    "capture_shards",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
+    Column("index", Integer, nullable=False),
+    Column("status", String(12), nullable=False, server_default="queued"),
+    Column("error", Text),
+    UniqueConstraint("build_id", "index"),
+    _one_of("status", SHARD_STATES),
+)
+
+capture_attempts = Table(
+    "capture_attempts",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False, index=True),
+    Column("status", String(12), nullable=False, server_default="running"),
+    Column("error", Text),
+    Column("summary", Document),
+    Column("started_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    Column("finished_at", UtcDateTime),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
+    Column("shard_id", Key, ForeignKey("capture_shards.id"), nullable=False, index=True),
+    Column("name", Text, nullable=False),
+    Column("image_path", Text, nullable=False),
+    Column("image_sha256", String(64), nullable=False),
+    Column("width", Integer),
+    Column("height", Integer),
+    Column("baseline_id", Key, ForeignKey("snapshots.id")),
+    Column("status", String(12), nullable=False),
+    Column("metric", String(10)),
+    Column("diff_pixels", BigInteger),
+    Column("diff_ratio", Float),
+    Column("diff_path", Text),
+    Column("error", Text),
+    UniqueConstraint("build_id", "name"),
+    _one_of("status", SNAPSHOT_STATES),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("kind", String(50), nullable=False),
+    Column("status", String(12), nullable=False, server_default="queued"),
+    Column("build_id", Key, ForeignKey("builds.id")),
+    Column("shard_id", Key, ForeignKey("capture_shards.id")),
+    Column("data", Document, nullable=False),
+    Column("attempt", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False, server_default="5"),
+    Column("crashes", Integer, nullable=False, server_default="0"),
+    # Why each crash happened ("SIGSEGV", "SIGKILL (out of memory)"), so the final error names it.
+    Column("crash_causes", Document),
+    Column("run_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    Column("locked_by", String(200)),
+    Column("child_pid", Integer),
+    Column("lease_expires_at", UtcDateTime),
+    Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
+    Column("error", Text),
+    Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    Column("finished_at", UtcDateTime),
+    _one_of("status", JOB_STATES),
+    # The claim reads queued jobs in run_at order: only queued rows are in this index.
+    Index(
+        "ix_jobs_queued_run_at",
+        "run_at",
+        "id",
+        postgresql_where=text("status = 'queued'"),
+        sqlite_where=text("status = 'queued'"),
+    ),
+    # The rescue reads running jobs whose lease ran out.
+    Index(
+        "ix_jobs_running_lease",
+        "lease_expires_at",
+        postgresql_where=text("status = 'running'"),
+        sqlite_where=text("status = 'running'"),
+    ),
+    Index("ix_jobs_build_id", "build_id"),
+)

@@ -1,0 +1,115 @@
+"""Jobs claimed ahead for each child, so that a child running short jobs never waits on the database.
+
+A host that claims one job per idle child pays a database round trip between every two jobs a
+child runs, and its children sit idle meanwhile. When jobs are short, the host claims a few more
+for each child than it can run at once and hands the next one over the moment the child is free;
+one transaction then acknowledges several finished jobs and claims the next few.
+
+Claiming ahead keeps other hosts from jobs this one is not running yet, so it is bounded in time:
+each child holds at most `AHEAD_SECONDS` of work, judged from how long recent jobs took. Long jobs
+(captures take seconds) get no claim-ahead at all, and a job that turns out long gives its
+child's claimed-ahead jobs back (`overdue`). A claimed-ahead job is `running` in the database
+with the pid of the child that will run it; it has not been sent to the child, so if the child
+dies or the host drains it is released, never counted as a crash.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+from supervisor.host.pool import Child
+from supervisor.host.settle import Running
+
+#: The most work, in seconds of recent job durations, claimed ahead for one child.
+AHEAD_SECONDS = 0.1
+#: The most jobs claimed ahead for one child, however short.
+MAX_AHEAD = 64
+#: A running job older than this gives its child's claimed-ahead jobs back to the queue.
+PATIENCE_SECONDS = 1.0
+#: Weight of the newest duration in the running average.
+SMOOTHING = 0.2
+
+
+class ClaimAhead:
+    def __init__(self) -> None:
+        self._queues: dict[Child, deque[Running]] = {}
+        #: Running average of how long a job takes in a child; None until one finished.
+        self._seconds_per_job: float | None = None
+
+    @property
+    def depth(self) -> int:
+        """Jobs to hold ahead per child: none until jobs are known to be short."""
+        if self._seconds_per_job is None:
+            return 0
+        return min(MAX_AHEAD, int(AHEAD_SECONDS / max(self._seconds_per_job, 1e-6)))
+
+    def job_took(self, seconds: float) -> None:
+        average = self._seconds_per_job
+        self._seconds_per_job = (
+            seconds if average is None else average + SMOOTHING * (seconds - average)
+        )
+
+    def wanted(
+        self, children: Iterable[Child], running: Iterable[Running], now: float
+    ) -> list[Child]:
+        """The children to claim for, one entry per job wanted; empty when no claim is due.
+
+        A claim is due when a child is idle with nothing ahead, or when some child's jobs ahead
+        ran down to half the depth: then every child is topped up in the same transaction. A
+        child busy with a long job gets nothing ahead.
+        """
+        depth = self.depth
+        slow = {job.child for job in running if _long(job, now)}
+        needs: list[tuple[Child, int]] = []
+        due = False
+        for child in children:
+            if child.hello is None or child.stopping or child.closed:
+                continue
+            ahead = len(self._queues.get(child, ()))
+            busy = child.job_id is not None
+            # Never more than the child runs before it is recycled.
+            capacity = 1 if child in slow else 1 + depth
+            room = min(capacity, child.max_jobs - child.jobs_done) - busy - ahead
+            if room <= 0:
+                continue
+            needs.append((child, room))
+            due |= (not busy and ahead == 0) or ahead <= depth // 2
+        return [child for child, room in needs for _ in range(room)] if due else []
+
+    def add(self, running: Running) -> None:
+        self._queues.setdefault(running.child, deque()).append(running)
+
+    def next_for(self, child: Child) -> Running | None:
+        queue = self._queues.get(child)
+        return queue.popleft() if queue else None
+
+    def take(self, child: Child) -> list[Running]:
+        """Everything claimed ahead for `child` (it died, is leaving, or its job turned out long)."""
+        return list(self._queues.pop(child, ()))
+
+    def take_all(self) -> list[Running]:
+        return [running for child in list(self._queues) for running in self.take(child)]
+
+    def take_job(self, job_id: int) -> Running | None:
+        for queue in self._queues.values():
+            for running in queue:
+                if running.job.id == job_id:
+                    queue.remove(running)
+                    return running
+        return None
+
+    def overdue(self, running: Iterable[Running], now: float) -> list[Running]:
+        """Jobs claimed ahead behind a job running for longer than `PATIENCE_SECONDS`."""
+        return [held for job in running if _long(job, now) for held in self.take(job.child)]
+
+    def __iter__(self) -> Iterator[Running]:
+        return (running for queue in self._queues.values() for running in queue)
+
+    def __len__(self) -> int:
+        return sum(len(queue) for queue in self._queues.values())
+
+
+def _long(job: Running, now: float) -> bool:
+    """A running job that has outlasted the patience for what waits behind it."""
+    return now - job.started_at > PATIENCE_SECONDS

@@ -1,0 +1,68 @@
+"""Why a child died, read once from its wait status (and the cgroup's OOM counter).
+
+A SIGKILL the parent did not send is most often the kernel's out-of-memory killer; where the
+cgroup's `memory.events` shows a new `oom_kill`, the cause says so for certain.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from supervisor.host.sizing import own_cgroup_dir
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_status(status: int) -> str:
+    """ "SIGSEGV", "exit status 3": the short form that crash counts are named by."""
+    if os.WIFSIGNALED(status):
+        return signal_name(os.WTERMSIG(status))
+    if os.WIFEXITED(status):
+        return f"exit status {os.WEXITSTATUS(status)}"
+    return f"wait status {status}"
+
+
+class OomCounter:
+    """Counts the cgroup's `oom_kill` events, so a new one can be pinned on the child that died."""
+
+    def __init__(self, events: Path | None = None) -> None:
+        cgroup = own_cgroup_dir()
+        self._events = events or (cgroup / "memory.events" if cgroup else None)
+        self._seen = self._read()
+
+    def _read(self) -> int:
+        if self._events is None:
+            return 0
+        try:
+            for line in self._events.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            return 0
+        return 0
+
+    def new_oom_kill(self) -> bool:
+        """True when an OOM kill happened since the last call."""
+        now = self._read()
+        seen, self._seen = self._seen, now
+        return now > seen
+
+
+def death_cause(status: int, oom: OomCounter, *, killed_for: str | None = None) -> str:
+    """The cause a crash is recorded with: our own reason when we killed it, else the status."""
+    if killed_for is not None:
+        return killed_for
+    cause = describe_status(status)
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+        return (
+            f"{cause} (out of memory)" if oom.new_oom_kill() else f"{cause} (likely out of memory)"
+        )
+    return cause

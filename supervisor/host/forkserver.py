@@ -1,0 +1,92 @@
+"""The parent's handle on the fork server (see `child.worker.forkserver` for why it exists).
+
+`ForkServer.start()` must run before the parent opens a database connection or starts a thread:
+the fork server is a copy of the parent at that moment, and every child is a copy of it. The
+parent becomes a child subreaper first, so the children the fork server double-forks are
+adopted by, reaped by, and die with the parent. The parent itself never imports the child code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import socket
+import struct
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+REQUEST = struct.Struct(">I")
+REPLY = struct.Struct(">i")
+#: Importing the child code and libvips takes well under this.
+READY_TIMEOUT_SECONDS = 30.0
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+class ForkServerError(RuntimeError):
+    """The fork server died, or could not fork."""
+
+
+def become_subreaper() -> None:
+    """Adopt orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`), so children are ours to reap."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+class ForkServer:
+    def __init__(self, pid: int, control: socket.socket) -> None:
+        self.pid = pid
+        self._control = control
+
+    @classmethod
+    def start(cls) -> ForkServer:
+        """Fork the fork server and wait until it has imported the child code."""
+        become_subreaper()
+        ours, theirs = socket.socketpair()
+        supervisor_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the fork server's side, tested through its children
+            ours.close()
+            try:
+                from child.worker.forkserver import serve
+
+                serve(theirs, supervisor_pid)
+            except BaseException as error:
+                with contextlib.suppress(OSError):
+                    theirs.sendall(b"E" + f"{type(error).__name__}: {error}".encode()[:4000])
+            finally:
+                os._exit(70)
+        theirs.close()
+        if not select.select([ours], [], [], READY_TIMEOUT_SECONDS)[0]:
+            os.kill(pid, signal.SIGKILL)
+            raise ForkServerError("the fork server did not start in time")
+        answer = ours.recv(4096)
+        if answer != b"R":
+            os.waitpid(pid, 0)
+            why = answer[1:].decode(errors="replace") or "it exited"
+            raise ForkServerError(f"the fork server could not load the child code: {why}")
+        log.debug("fork server ready", pid=pid)
+        return cls(pid, ours)
+
+    def spawn(self, threads: int) -> tuple[int, socket.socket]:
+        """A new child (pid, and the parent's end of its socket)."""
+        try:
+            self._control.sendall(REQUEST.pack(threads))
+            data, fds, _flags, _address = socket.recv_fds(self._control, REPLY.size, 1)
+        except OSError as error:
+            raise ForkServerError(f"fork server unreachable: {error}") from error
+        if len(data) != REPLY.size:
+            raise ForkServerError("the fork server closed its control socket")
+        (pid,) = REPLY.unpack(data)
+        if pid < 0 or not fds:
+            raise ForkServerError(f"the fork server could not fork: {os.strerror(-pid)}")
+        return pid, socket.socket(fileno=fds[0])
+
+    def stop(self) -> None:
+        """Close the control socket; the fork server exits when it reads the end of it."""
+        self._control.close()

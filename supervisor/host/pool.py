@@ -1,0 +1,163 @@
+"""The children: spawning them through the fork server, talking to them, killing and reaping them.
+
+One child per slot, each with its own socket. The pool knows processes, not jobs: the host
+decides what a child's death means. Children are killed by process group, so whatever a child
+started dies with it; they are reaped here because the parent adopted them (see
+`supervisor.host.forkserver`). Every kill is the parent's: code inside a child cannot interrupt
+native code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+
+import psutil
+import structlog
+
+from ipc.framing import FrameReader, encode
+from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
+from supervisor.host.forkserver import ForkServer
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(eq=False)
+class Child:
+    pid: int
+    sock: socket.socket
+    spawned_at: float
+    #: Jobs after which this child is replaced (jittered so children do not all restart at once).
+    max_jobs: int
+    reader: FrameReader = field(default_factory=lambda: FrameReader(TO_PARENT))
+    hello: Hello | None = None
+    job_id: int | None = None
+    jobs_done: int = 0
+    #: Why the parent killed it, when it did; its death is then read with this reason.
+    kill_reason: str | None = None
+    #: Told to leave (recycled, draining): no new job goes to it.
+    stopping: bool = False
+    #: Its socket reached end of file: it is dead or dying, to be reaped.
+    closed: bool = False
+
+    @property
+    def ready(self) -> bool:
+        """Idle and able to take a job."""
+        return self.hello is not None and self.job_id is None and not (self.stopping or self.closed)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+
+class Pool:
+    def __init__(self, fork_server: ForkServer, threads: int, max_jobs_per_child: int) -> None:
+        self.fork_server = fork_server
+        self.threads = threads
+        self.max_jobs_per_child = max_jobs_per_child
+        self.children: dict[int, Child] = {}
+
+    def spawn(self, now: float) -> Child:
+        pid, sock = self.fork_server.spawn(self.threads)
+        sock.setblocking(False)
+        jitter = random.uniform(0.8, 1.0)
+        child = Child(pid, sock, now, max_jobs=max(1, int(self.max_jobs_per_child * jitter)))
+        self.children[pid] = child
+        log.debug("child spawned", child_pid=pid)
+        return child
+
+    def send(self, child: Child, message: ToChild) -> bool:
+        """Send a message; False if the child is gone (its death is read when it is reaped)."""
+        try:
+            child.sock.setblocking(True)
+            child.sock.sendall(encode(message))
+        except OSError:
+            child.closed = True
+            return False
+        finally:
+            with contextlib.suppress(OSError):
+                child.sock.setblocking(False)
+        return True
+
+    def receive(self, child: Child) -> list[ToParent]:
+        """Messages that arrived from `child`. A protocol error kills it; EOF marks it closed."""
+        messages: list[ToParent] = []
+        while True:
+            try:
+                data = child.sock.recv(1 << 20)
+            except BlockingIOError:
+                return messages
+            except OSError:
+                data = b""
+            if not data:
+                child.closed = True
+                return messages
+            try:
+                messages.extend(child.reader.feed(data))
+            except ProtocolError as error:
+                self.kill(child, f"protocol error: {error}")
+                return messages
+
+    def kill(self, child: Child, reason: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Kill the child's whole process group; its death will be read with `reason`."""
+        if child.kill_reason is None:
+            child.kill_reason = reason
+            log.warning("killing child", child_pid=child.pid, reason=reason, job_id=child.job_id)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, sig)
+
+    def stop(self, child: Child, send: ToChild) -> None:
+        """Ask an idle child to leave."""
+        child.stopping = True
+        self.send(child, send)
+
+    def reap(self) -> list[tuple[Child | None, int, int]]:
+        """Every child that exited: (our record of it or None for a stranger, pid, wait status)."""
+        reaped: list[tuple[Child | None, int, int]] = []
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return reaped
+            except OSError as error:  # pragma: no cover - EINTR is retried by Python
+                if error.errno == errno.EINTR:
+                    continue
+                raise
+            if pid == 0:
+                return reaped
+            child = self.children.pop(pid, None)
+            if child is not None:
+                child.sock.close()
+            reaped.append((child, pid, status))
+
+    def rss_bytes(self, child: Child) -> int:
+        """Resident memory of the child and everything it started."""
+        try:
+            process = psutil.Process(child.pid)
+            total = int(process.memory_info().rss)
+            for descendant in process.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    total += int(descendant.memory_info().rss)
+            return total
+        except psutil.Error:
+            return 0
+
+    def kill_all(self, reason: str) -> None:
+        for child in list(self.children.values()):
+            self.kill(child, reason)
+
+    def wait_all(self, timeout: float) -> list[tuple[Child | None, int, int]]:
+        """Reap until every child is gone or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        reaped = self.reap()
+        while self.children and time.monotonic() < deadline:
+            time.sleep(0.01)
+            reaped += self.reap()
+        return reaped

@@ -1,0 +1,374 @@
+"""What happens to a job: started in a child, then completed, retried, failed, cancelled or lost.
+
+Each way a job can end is one method and one transaction, fenced by the job's lease: results and
+the job's completion commit together or not at all, and a host that lost the lease records
+nothing. When the database is away at the moment a job ends, the settlement waits in `pending`
+and is tried again (the lease usually outlives a database restart; if not, the fence refuses it
+and the job's new owner runs it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.exc import DBAPIError
+from structlog.stdlib import BoundLogger
+
+from ipc.messages import Cancelled, Done, Failed
+from supervisor.builds.crash_failure import fail_crashed_capture
+from supervisor.builds.kinds import Kind
+from supervisor.db import queue
+from supervisor.db.connection import DatabaseUnavailable, connection_lost, transaction
+from supervisor.db.queue import Job
+from supervisor.db.tables import jobs
+from supervisor.host.pool import Child
+from supervisor.host.settings import HostSettings
+
+JobOutcome = Literal[
+    "completed",  # the child's results were recorded and the job acknowledged
+    "retried",  # it failed or crashed its child; queued again with backoff
+    "failed",  # it failed for good (final attempt, crashed too often)
+    "cancelled",  # a cancel was asked and the job stopped
+    "lost",  # the lease was no longer ours: nothing recorded, the new owner settles it
+    "dropped",  # malformed data: failed without running
+    "unhandled",  # no handler for its kind: failed without running
+    "released",  # given back without spending an attempt (drain, or the child died before starting)
+]
+
+#: How often settlements that met a database outage are tried again.
+PENDING_RETRY_SECONDS = 1.0
+
+
+@dataclass(eq=False)
+class Running:
+    """A job handed to a child, and what the host knows of it."""
+
+    job: Job
+    kind: Kind
+    child: Child
+    payload: Any
+    log: BoundLogger
+    started_at: float
+    last_progress_at: float
+    renewed_at: float
+    accepted: bool = False
+    #: Why the host is stopping it ("cancelled", "lost", "released"), when it is.
+    stopping: str | None = None
+    stopping_since: float | None = None
+    #: A renewal found the lease gone.
+    lost: bool = False
+
+
+class Settler:
+    def __init__(
+        self,
+        engine: Engine,
+        settings: HostSettings,
+        kinds: dict[str, Kind],
+        log: BoundLogger,
+    ):
+        self.engine = engine
+        self.settings = settings
+        self.kinds = kinds
+        self.log = log
+        self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
+        #: Jobs a child finished, with their results: recorded with the next claim.
+        self.completions: list[tuple[Running, Any]] = []
+        #: When the oldest of `completions` finished (monotonic), while there are any.
+        self.completions_since: float | None = None
+        self._pending_at = 0.0
+
+    # -- starting ---------------------------------------------------------------------------
+
+    def complete_and_claim(self, children: list[Child]) -> list[Running]:
+        """Record the jobs children finished, then claim a job for each entry of `children`: one
+        transaction.
+
+        One transaction for both halves a host's round trips per job: a child that finishes a
+        job usually wants the next one. On a database outage nothing is lost: the finished jobs
+        wait in `completions` and the claim is simply tried again.
+        """
+        completions, self.completions = self.completions, []
+        since, self.completions_since = self.completions_since, None
+        outcomes: list[tuple[Running, JobOutcome]] = []
+        try:
+            with transaction(self.engine) as conn:
+                outcomes = self._complete_all(conn, completions)
+                claimed = queue.claim(
+                    conn,
+                    self.settings.host_id,
+                    len(children),
+                    self.settings.lease_seconds,
+                    child_pids=[child.pid for child in children],
+                )
+                started = [
+                    self._start(conn, job, child)
+                    for job, child in zip(claimed, children, strict=False)
+                ]
+        except DatabaseUnavailable as error:
+            if completions:
+                self.log.warning(
+                    "cannot record finished jobs yet; database unavailable", error=str(error)
+                )
+            self.completions, self.completions_since = completions, since
+            raise
+        for running, outcome in outcomes:
+            self._report(running, outcome)
+        return [running for running in started if running is not None]
+
+    def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
+        """The claimed job, ready for its child; None when it cannot run at all."""
+        now = time.monotonic()
+        job_log = self.log.bind(
+            job_id=job.id,
+            build_id=job.build_id,
+            kind=job.kind,
+            attempt=job.attempt,
+            child_pid=child.pid,
+        )
+        kind = self.kinds.get(job.kind)
+        if kind is None:
+            queue.fail(conn, job.lease, f'no handler registered for job kind "{job.kind}"')
+            job_log.error("job finished", outcome="unhandled")
+            return None
+        if not _accepts(kind, job.data):
+            queue.fail(conn, job.lease, "malformed job")
+            kind.on_failed(conn, job, "malformed job", self.settings.artifacts)
+            job_log.warning("job finished", outcome="dropped", error="malformed job")
+            return None
+        try:
+            payload = self._prepare(conn, job, kind)
+        except Exception as error:
+            if isinstance(error, DBAPIError) and connection_lost(error):
+                raise  # the claim's transaction died with its connection: nothing was claimed
+            job_log.error("cannot prepare job", error=str(error))
+            self._retry_or_fail(conn, job, kind, f"cannot prepare the job: {error}", job_log)
+            return None
+        return Running(job, kind, child, payload, job_log, now, now, now)
+
+    def _prepare(self, conn: Connection, job: Job, kind: Kind) -> Any:
+        """The child's payload; a kind's own `prepare` runs in a savepoint, so its failure is its own."""
+        if kind.prepare is None:
+            return job.data
+        with conn.begin_nested():
+            return kind.prepare(conn, job, self.settings.artifacts)
+
+    def renew(self, running: Running, now: float) -> None:
+        """Extend the lease; a refusal means another host owns the job now."""
+        with transaction(self.engine) as conn:
+            ours = queue.renew(conn, running.job.lease, self.settings.lease_seconds)
+        running.renewed_at = now
+        if not ours:
+            running.lost = True
+            running.log.warning("lease lost")
+
+    def expire_leases(self) -> None:
+        """End jobs whose lease ran out on their last attempt (or after a cancel), on any host."""
+        with transaction(self.engine) as conn:
+            for job in queue.expire_leases(conn):
+                kind = self.kinds.get(job.kind)
+                if kind is not None and job.status == "cancelled":
+                    kind.on_cancelled(conn, job, self.settings.artifacts)
+                elif kind is not None:
+                    kind.on_failed(
+                        conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.settings.artifacts
+                    )
+                self.log.warning(
+                    "expired lease ended a job", job_id=job.id, status=job.status, error=job.error
+                )
+
+    def seconds_until_next_due(self) -> float | None:
+        """Seconds until the earliest queued job is due (retries wait for their backoff)."""
+        with transaction(self.engine) as conn:
+            due = conn.execute(
+                select(func.min(jobs.c.run_at)).where(jobs.c.status == "queued")
+            ).scalar()
+        if due is None:
+            return None
+        if isinstance(due, str):
+            due = datetime.fromisoformat(due)
+        if due.tzinfo is None:
+            due = due.replace(tzinfo=UTC)
+        return max(0.0, (due - datetime.now(UTC)).total_seconds())
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def ended(self, running: Running, message: Done | Failed | Cancelled) -> None:
+        """The child finished the job one way or another."""
+        if running.lost or running.stopping == "lost":
+            self._report(running, "lost")
+        elif isinstance(message, Done):
+            if not self.completions:
+                self.completions_since = time.monotonic()
+            self.completions.append((running, message.result))
+        elif isinstance(message, Cancelled):
+            self.cancel(running)
+        else:
+            self._settle(running, lambda: self._fail_or_retry(running, message.error))
+
+    def child_died(self, running: Running, cause: str, now: float) -> None:
+        """The child running `running` died; `cause` is the signal or our reason for killing it."""
+        if running.lost or running.stopping == "lost":
+            self._report(running, "lost", cause=cause)
+        elif running.stopping == "cancelled":
+            self.cancel(running)
+        elif not running.accepted:
+            running.log.warning("child died before accepting the job; giving it back", cause=cause)
+            self.release(running)
+        else:
+            self._settle(running, lambda: self._crashed(running, cause))
+
+    def release(self, running: Running) -> None:
+        self._settle(running, lambda: self._release(running))
+
+    def give_back(self, never_sent: list[Running]) -> None:
+        """Release jobs claimed ahead that never reached their child, in one transaction."""
+        if not never_sent:
+            return
+        try:
+            with transaction(self.engine) as conn:
+                released = queue.release_all(conn, [running.job.lease for running in never_sent])
+        except DatabaseUnavailable:
+            for running in never_sent:
+                self.release(running)  # waits in `pending` like any settlement
+            return
+        for running in never_sent:
+            self._report(running, "released" if running.job.id in released else "lost")
+
+    def cancel(self, running: Running) -> None:
+        """A job whose cancel was asked stopped (or never started): record it cancelled."""
+        self._settle(running, lambda: self._cancel(running))
+
+    @property
+    def busy(self) -> bool:
+        """Jobs that ended but are not recorded yet."""
+        return bool(self.pending or self.completions)
+
+    def retry_pending(self) -> None:
+        now = time.monotonic()
+        if not self.pending or now < self._pending_at:
+            return
+        self._pending_at = now + PENDING_RETRY_SECONDS
+        waiting, self.pending = self.pending, []
+        for running, settle in waiting:
+            self._settle(running, settle)
+
+    def _settle(self, running: Running, settle: Callable[[], JobOutcome]) -> None:
+        try:
+            outcome = settle()
+        except DatabaseUnavailable as error:
+            running.log.warning("cannot settle job yet; database unavailable", error=str(error))
+            self.pending.append((running, settle))
+            return
+        self._report(running, outcome)
+
+    def _report(self, running: Running, outcome: JobOutcome, **facts: Any) -> None:
+        seconds = round(time.monotonic() - running.started_at, 3)
+        level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
+        getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
+
+    def _complete_all(
+        self, conn: Connection, completions: list[tuple[Running, Any]]
+    ) -> list[tuple[Running, JobOutcome]]:
+        """Acknowledge finished jobs and write their results, under their fences.
+
+        Jobs whose kind records nothing are acknowledged in one statement; a kind's results are
+        written with its job's acknowledgement in a savepoint of their own, so that one job's
+        bad results fail that job only.
+        """
+        plain = [running for running, _ in completions if running.kind.record is None]
+        acked = queue.ack_all(conn, [running.job.lease for running in plain]) if plain else set()
+        outcomes: list[tuple[Running, JobOutcome]] = [
+            (running, "completed" if running.job.id in acked else "lost") for running in plain
+        ]
+        outcomes += [
+            (running, self._record(conn, running, result))
+            for running, result in completions
+            if running.kind.record is not None
+        ]
+        return outcomes
+
+    def _record(self, conn: Connection, running: Running, result: Any) -> JobOutcome:
+        """Acknowledge one job and write its results; nothing if it is not ours."""
+        job, kind = running.job, running.kind
+        assert kind.record is not None
+        try:
+            with conn.begin_nested():
+                if not queue.ack(conn, job.lease):
+                    return "lost"
+                kind.record(conn, job, result, self.settings.artifacts)
+        except Exception as error:
+            if isinstance(error, DBAPIError) and connection_lost(error):
+                raise
+            running.log.error("cannot record the job's results", error=str(error))
+            return self._retry_or_fail(
+                conn, job, kind, f"cannot record the results: {error}", running.log
+            )
+        return "completed"
+
+    def _fail_or_retry(self, running: Running, error: str) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            return self._retry_or_fail(conn, running.job, running.kind, error, running.log)
+
+    def _retry_or_fail(
+        self, conn: Connection, job: Job, kind: Kind, error: str, job_log: BoundLogger
+    ) -> JobOutcome:
+        """A handler error: queued again with backoff, or failed on the last attempt."""
+        if job.final_attempt:
+            if not queue.fail(conn, job.lease, error):
+                return "lost"
+            kind.on_failed(conn, job, error, self.settings.artifacts)
+            job_log.error("job failed on its last attempt", error=error)
+            return "failed"
+        delay = self._backoff(job)
+        if not queue.retry(conn, job.lease, error, delay):
+            return "lost"
+        job_log.warning("job failed; retrying", error=error, retry_in=delay)
+        return "retried"
+
+    def _crashed(self, running: Running, cause: str) -> JobOutcome:
+        """A crash counts against the job; at `max_crashes` (or its last attempt) it fails."""
+        job = running.job
+        causes = (*job.crash_causes, cause)
+        with transaction(self.engine) as conn:
+            if len(causes) >= self.settings.max_crashes or job.final_attempt:
+                if not fail_crashed_capture(
+                    conn, job, running.kind, causes, self.settings.artifacts
+                ):
+                    return "lost"
+                return "failed"
+            if not queue.retry(
+                conn, job.lease, f"worker crashed: {cause}", self._backoff(job), crash_causes=causes
+            ):
+                return "lost"
+        running.log.warning("child crashed on the job; retrying", cause=cause, crashes=len(causes))
+        return "retried"
+
+    def _cancel(self, running: Running) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            if not queue.cancel(conn, running.job.lease):
+                return "lost"
+            running.kind.on_cancelled(conn, running.job, self.settings.artifacts)
+        return "cancelled"
+
+    def _release(self, running: Running) -> JobOutcome:
+        with transaction(self.engine) as conn:
+            return "released" if queue.release(conn, running.job.lease) else "lost"
+
+    def _backoff(self, job: Job) -> float:
+        return queue.backoff_seconds(
+            job.attempt, self.settings.backoff_base_seconds, self.settings.backoff_max_seconds
+        )
+
+
+def _accepts(kind: Kind, data: Any) -> bool:
+    """Malformed data is refused, whatever it makes `accepts` do."""
+    try:
+        return bool(kind.accepts(data))
+    except Exception:
+        return False
