@@ -38,9 +38,9 @@ from typing import Any, Literal, TypeVar
 import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
+from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.uploads import enqueue_build, store_images
-from supervisor.commands.cancel import cancel_build
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, transaction
@@ -628,7 +628,6 @@ class Evidence:
     shards: dict[int, dict[str, Any]]
     results: dict[str, BuildResult]
     calm: dict[str, BuildResult]
-    build_commits: dict[int, str]
     duplicate_snapshots: list[tuple[int, str]]
     snapshot_names: dict[int, list[str]]
     events: list[dict[str, Any]]
@@ -650,7 +649,6 @@ def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
             shards={row.id: dict(row._mapping) for row in conn.execute(select(capture_shards))},
             results=read_results(conn),
             calm=calm,
-            build_commits={row.id: row.commit for row in conn.execute(select(builds))},
             duplicate_snapshots=[(row.build_id, row.name) for row in duplicates],
             snapshot_names=dict(names),
             events=[event for host in soak_round.hosts for event in host.events()],

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 from sqlalchemy import Engine
 
-from child.capture.shard import shard as capture
+from child.capture import shard as capture
 from supervisor.builds import capture as capture_kind
 from supervisor.builds import uploads
 from supervisor.commands import main as cli

@@ -110,6 +110,10 @@ class HostProcess:
         return self.log_path.read_text()[-6000:]
 
 
+#: Starts a host with these options (the `start_host` fixtures).
+StartHost = Callable[..., HostProcess]
+
+
 def hosts(database_url: str, artifacts: Path) -> Iterator[Callable[..., HostProcess]]:
     """A factory of hosts that are all killed at the end of the test."""
     started: list[HostProcess] = []

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from child.worker.handlers import Handler, Progress
+from ipc import scratch
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.db.queue import Job
 
@@ -29,7 +30,7 @@ def _accepts(data: Any) -> bool:
 
 
 def parent_kinds() -> dict[str, Kind]:
-    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn")
+    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write")
     return {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
 
 
@@ -94,6 +95,17 @@ def _garble(payload: dict[str, Any], progress: Progress) -> None:
     time.sleep(10)
 
 
+def _half_write(payload: dict[str, Any], progress: Progress) -> None:
+    """Write half a file to scratch, as the diff does before its rename, then hang there; the
+    scratch path goes to `<artifacts>/half-written-<pid>` so the test knows what to look for."""
+    artifacts = Path(payload["artifacts"])
+    unfinished = scratch.new_file(artifacts, ".png")
+    unfinished.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 4096)
+    (artifacts / f"half-written-{os.getpid()}").write_text(str(unfinished))
+    progress({"about_to": "hang"})
+    time.sleep(3600)
+
+
 def child_handlers() -> dict[str, Handler]:
     return {
         "sleep": _sleep,
@@ -103,4 +115,5 @@ def child_handlers() -> dict[str, Handler]:
         "eat": _eat,
         "garble": _garble,
         "spawn": _spawn,
+        "half_write": _half_write,
     }

@@ -103,7 +103,8 @@ def _compared(
     diff_relative = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
     diff_path = resolve_under(root, diff_relative)
     diff_path.parent.mkdir(parents=True, exist_ok=True)
-    outcome = compare(resolve_under(root, baseline["image"]), image, diff_path, options)
+    baseline_path = resolve_under(root, baseline["image"])
+    outcome = compare(baseline_path, image, diff_path, options, artifacts=root)
     return _result(
         shot,
         outcome.status,

@@ -39,7 +39,6 @@ operation in the parent.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -50,7 +49,16 @@ import numpy as np
 import numpy.typing as npt
 import pyvips
 
-Metric = Literal["yiq", "oklab"]
+from ipc.diff_settings import (
+    DEFAULT_BUDGET_PIXELS,
+    DEFAULT_COUNT_AA,
+    DEFAULT_FLAT_THRESHOLD,
+    DEFAULT_METRIC,
+    DEFAULT_THRESHOLD,
+    Metric,
+)
+from ipc.scratch import new_file as new_scratch_file
+
 Pixels = npt.NDArray[np.uint8]  # height x width x RGBA
 Words = npt.NDArray[np.uint32]  # one pixel's RGBA bytes as one 32-bit word
 Indices = npt.NDArray[np.intp]  # pixel numbers i = y * width + x
@@ -78,11 +86,11 @@ PNG_COMPRESSION = 1
 class DiffOptions:
     """How two screenshots are compared; the defaults are explained in the module docstring."""
 
-    metric: Metric = "oklab"
-    threshold: float = 0.1
-    flat_threshold: float | None = 0.05  # finer threshold where both images are flat; None: off
-    count_aa: bool = False  # pixelmatch's includeAA: count anti-aliased pixels as differing
-    budget_pixels: int = 0  # "changed" needs diff_pixels above this ...
+    metric: Metric = DEFAULT_METRIC
+    threshold: float = DEFAULT_THRESHOLD
+    flat_threshold: float | None = DEFAULT_FLAT_THRESHOLD  # where both images are flat; None: off
+    count_aa: bool = DEFAULT_COUNT_AA  # pixelmatch's includeAA: count anti-aliased pixels
+    budget_pixels: int = DEFAULT_BUDGET_PIXELS  # "changed" needs diff_pixels above this ...
     budget_ratio: float = 0.0  # ... and above this share of the union box
     max_pixels: int = 50_000_000  # per image, refused from the header before decoding
 
@@ -136,9 +144,18 @@ class _Overlap:
 
 
 def compare(
-    baseline: Path, new: Path, diff_path: Path | None, options: DiffOptions = DiffOptions()
+    baseline: Path,
+    new: Path,
+    diff_path: Path | None,
+    options: DiffOptions = DiffOptions(),
+    *,
+    artifacts: Path | None = None,
 ) -> DiffResult:
-    """Count the pixels of ``new`` that differ from ``baseline``; write a diff PNG if changed."""
+    """Count the pixels of ``new`` that differ from ``baseline``; write a diff PNG if changed.
+
+    The PNG is written first to the scratch folder of ``artifacts`` (a child passes its root, so
+    that what a killed child leaves is swept; see ``ipc.scratch``), or of the diff's own folder.
+    """
     if _same_bytes(baseline, new):
         width, height = probe(new, options.max_pixels)
         return DiffResult("unchanged", 0, 0.0, width, height, options.metric, False)
@@ -156,7 +173,7 @@ def compare(
     is_changed = diff_pixels > options.budget_pixels and diff_pixels > options.budget_ratio * union
     written = is_changed and diff_path is not None
     if diff_path is not None and written:
-        _write_diff(diff_path, base, fresh, counted, overlap)
+        _write_diff(diff_path, artifacts or diff_path.parent, base, fresh, counted, overlap)
     return DiffResult(
         "changed" if is_changed else "unchanged",
         diff_pixels,
@@ -614,10 +631,10 @@ def _antialiased_in_either(overlap: _Overlap, pixels: Indices, metric: Metric) -
 
 
 def _write_diff(
-    path: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
+    path: Path, artifacts: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
 ) -> None:
     """pixelmatch's output: differing pixels red over the baseline in grey, faded to 10% over
-    white (``drawGrayPixel``); the area outside the overlap is all red. Written to a temporary
+    white (``drawGrayPixel``); the area outside the overlap is all red. Written to a scratch
     file and renamed, so a reader never sees half a PNG."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
     grey = _faded_grey(base, overlap).embed(0, 0, width, height, extend="white")
@@ -632,14 +649,15 @@ def _write_diff(
         pyvips.Image.new_from_memory(mask.data, width, height, 1, "uchar") for mask in (red, keep)
     )
     image = (grey | red_mask).bandjoin([grey & keep_mask, grey & keep_mask])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".png", dir=path.parent)
-    os.close(handle)
+    temporary: Path | None = None
     try:
-        image.copy(interpretation="srgb").pngsave(temporary, compression=PNG_COMPRESSION)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = new_scratch_file(artifacts, ".png")
+        image.copy(interpretation="srgb").pngsave(str(temporary), compression=PNG_COMPRESSION)
         os.replace(temporary, path)
     except (pyvips.Error, OSError) as error:
-        Path(temporary).unlink(missing_ok=True)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
 
 

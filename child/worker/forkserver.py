@@ -4,11 +4,7 @@ It is forked by the parent first thing, before any database connection or thread
 child code (and pyvips, so children start in milliseconds) but never runs a libvips operation: a
 process that ran one and then forks can deadlock its children. Each child is forked twice so the
 parent, a child subreaper, adopts it: the parent then reaps it and reads its exit status itself.
-
-Control protocol, over the socket pair made before the fork: the server writes one byte when it
-is ready; the parent writes a spawn request (4-byte libvips thread count); the server answers a
-4-byte child pid with the parent's end of the child's socket attached (SCM_RIGHTS), or a
-negative errno and no socket when the fork failed.
+The control protocol it speaks with the parent is `ipc.forkserver`.
 """
 
 from __future__ import annotations
@@ -22,10 +18,10 @@ import time
 from typing import NoReturn
 
 from child.worker.handlers import Handler
+from ipc.forkserver import READY, recv_request, reply_failed, reply_spawned
 
-REQUEST = struct.Struct(">I")
-REPLY = struct.Struct(">i")
-READY = b"R"
+#: The intermediate's report of the child's pid to the fork server.
+PID = struct.Struct(">i")
 #: How long a new child waits to be adopted by the parent before it gives up.
 ADOPTION_TIMEOUT_SECONDS = 2.0
 _PR_SET_PDEATHSIG = 1
@@ -46,30 +42,19 @@ def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
     handlers = registered_handlers()
     control.sendall(READY)
     while True:
-        request = _recv_request(control)
-        if request is None:
+        threads = recv_request(control)
+        if threads is None:
             os._exit(0)
-        (threads,) = REQUEST.unpack(request)
         ours, theirs = socket.socketpair()
         try:
             pid = _fork_adoptable(ours, theirs, control, supervisor_pid, threads, handlers)
         except OSError as error:
-            control.sendall(REPLY.pack(-(error.errno or 1)))
+            reply_failed(control, error.errno or 1)
         else:
-            socket.send_fds(control, [REPLY.pack(pid)], [theirs.fileno()])
+            reply_spawned(control, pid, theirs)
         finally:
             ours.close()
             theirs.close()
-
-
-def _recv_request(control: socket.socket) -> bytes | None:
-    data = b""
-    while len(data) < REQUEST.size:
-        chunk = control.recv(REQUEST.size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
 
 
 def _fork_adoptable(
@@ -91,12 +76,12 @@ def _fork_adoptable(
             theirs.close()
             control.close()
             _become_child(ours, supervisor_pid, threads, handlers)
-        os.write(write_pid, REPLY.pack(child))
+        os.write(write_pid, PID.pack(child))
         os._exit(0)
     os.close(write_pid)
     os.waitpid(intermediate, 0)
     with os.fdopen(read_pid, "rb") as pipe:
-        (pid,) = REPLY.unpack(pipe.read(REPLY.size))
+        (pid,) = PID.unpack(pipe.read(PID.size))
     return int(pid)
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, func, insert, select, update
 
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.builds.projects import ProjectSettings, load_settings
-from supervisor.builds.reduce import reduce_build
+from supervisor.builds.reduce import ReduceOutcome, reduce_build
 from supervisor.db.queue import Job
 from supervisor.db.tables import (
     SNAPSHOT_STATES,
@@ -257,30 +257,32 @@ def _snapshot_row(
     }
 
 
-def on_failed(conn: Connection, job: Job, error: str, artifacts: Path) -> None:
+def on_failed(conn: Connection, job: Job, error: str, artifacts: Path) -> ReduceOutcome:
     """The job failed for good: fail its shard and end the build if that was its last shard.
 
     A job without a shard fails its whole build. Either way a build that already ended is left
     alone. The ids come from the job's row, not its data, which may be what was malformed.
     """
     if job.build_id is None:
-        return
+        return "skipped"
     if job.shard_id is None:
         outcome = reduce_build(conn, job.build_id, artifacts, failure=error)
     else:
         _close_shard(conn, job.shard_id, "failed", error)
         outcome = reduce_build(conn, job.build_id, artifacts)
     log.warning("capture failed", job_id=job.id, build_id=job.build_id, build=outcome, error=error)
+    return outcome
 
 
-def on_cancelled(conn: Connection, job: Job, artifacts: Path) -> None:
+def on_cancelled(conn: Connection, job: Job, artifacts: Path) -> ReduceOutcome:
     """The job was cancelled: cancel its shard; the build is cancelled when no shard is open."""
     if job.build_id is None:
-        return
+        return "skipped"
     if job.shard_id is not None:
         _close_shard(conn, job.shard_id, "cancelled", None)
     outcome = reduce_build(conn, job.build_id, artifacts)
     log.info("capture cancelled", job_id=job.id, build_id=job.build_id, build=outcome)
+    return outcome
 
 
 def _close_shard(conn: Connection, shard_id: int, status: str, error: str | None) -> None:

@@ -24,13 +24,15 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from supervisor.builds.reduce import ReduceOutcome
 from supervisor.db.queue import Job
 
 Payload = dict[str, Any]
 
 
-def _nothing(*_args: object) -> None:
-    return None
+def _nothing_to_close(*_args: object) -> ReduceOutcome:
+    """A kind that belongs to no build has nothing to close."""
+    return "skipped"
 
 
 @dataclass(frozen=True)
@@ -41,5 +43,6 @@ class Kind:
     prepare: Callable[[Connection, Job, Path], Payload] | None = None
     #: None: the job has no results to write; acknowledging it is all.
     record: Callable[[Connection, Job, Any, Path], None] | None = None
-    on_failed: Callable[[Connection, Job, str, Path], None] = _nothing
-    on_cancelled: Callable[[Connection, Job, Path], None] = _nothing
+    #: What the job's end did to its build.
+    on_failed: Callable[[Connection, Job, str, Path], ReduceOutcome] = _nothing_to_close
+    on_cancelled: Callable[[Connection, Job, Path], ReduceOutcome] = _nothing_to_close

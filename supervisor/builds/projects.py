@@ -7,24 +7,34 @@ place. A project is created on first use (an upload or this command) with the de
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import structlog
 from sqlalchemy import Connection, select, update
 from sqlalchemy.dialects.postgresql import insert as postgres_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from supervisor.db.connection import connect, transaction
+from ipc.diff_settings import (
+    DEFAULT_BUDGET_PIXELS,
+    DEFAULT_COUNT_AA,
+    DEFAULT_METRIC,
+    DEFAULT_THRESHOLD,
+    METRICS,
+    Metric,
+)
 from supervisor.db.tables import projects
 
 log = structlog.get_logger(__name__)
 
-Metric = Literal["yiq", "oklab"]
-METRICS: tuple[Metric, ...] = ("yiq", "oklab")
+
+#: A new project's diff settings, written explicitly so they come from `ipc.diff_settings` alone.
+DEFAULTS: dict[str, Any] = {
+    "metric": DEFAULT_METRIC,
+    "threshold": DEFAULT_THRESHOLD,
+    "count_aa": DEFAULT_COUNT_AA,
+    "budget_pixels": DEFAULT_BUDGET_PIXELS,
+}
 
 
 class ProjectError(ValueError):
@@ -70,7 +80,7 @@ def ensure_project(conn: Connection, name: str) -> int:
     if found is not None:
         return found
     dialect_insert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    conn.execute(dialect_insert(projects).values(name=name).on_conflict_do_nothing())
+    conn.execute(dialect_insert(projects).values(name=name, **DEFAULTS).on_conflict_do_nothing())
     created = _project_id(conn, name)
     assert created is not None, "the project exists after the insert"
     log.info("project created", project=name, project_id=created)
@@ -117,65 +127,3 @@ def _check(change: SettingsChange) -> None:
         raise ProjectError(f"budget must be 0 or more pixels, not {change.budget_pixels}")
     if change.baseline_branch is not None and not change.baseline_branch.strip():
         raise ProjectError("the baseline branch must not be empty")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m supervisor project`."""
-    parser.add_argument("name", metavar="P", help="project name (created if new)")
-    parser.add_argument("--metric", choices=METRICS, help="colour metric of the diff")
-    parser.add_argument("--threshold", type=float, help="colour distance threshold, 0 to 1")
-    aa = parser.add_mutually_exclusive_group()
-    aa.add_argument(
-        "--count-aa",
-        dest="count_aa",
-        action="store_const",
-        const=True,
-        help="count anti-aliased pixels as changed",
-    )
-    aa.add_argument(
-        "--ignore-aa",
-        dest="count_aa",
-        action="store_const",
-        const=False,
-        help="ignore anti-aliased pixels (the default)",
-    )
-    parser.add_argument(
-        "--budget", type=int, dest="budget_pixels", help="changed pixels tolerated per snapshot"
-    )
-    parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
-    parser.add_argument("--json", action="store_true", help="print the settings as JSON")
-
-
-def cmd_project(args: argparse.Namespace) -> int:
-    """Show project `P`'s diff settings, after applying any option given."""
-    change = SettingsChange(
-        metric=args.metric,
-        threshold=args.threshold,
-        count_aa=args.count_aa,
-        budget_pixels=args.budget_pixels,
-        baseline_branch=args.baseline_branch,
-    )
-    engine = connect(args.database_url)
-    try:
-        with transaction(engine) as conn:
-            settings = change_settings(conn, args.name, change)
-    except ProjectError as error:
-        print(f"supervisor project: {error}", file=sys.stderr)
-        return 1
-    finally:
-        engine.dispose()
-    print(json.dumps(asdict(settings)) if args.json else _describe(settings))
-    return 0
-
-
-def _describe(settings: ProjectSettings) -> str:
-    rows = [
-        ("project", settings.name),
-        ("baseline branch", settings.baseline_branch),
-        ("metric", settings.metric),
-        ("threshold", f"{settings.threshold:g}"),
-        ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
-        ("budget", f"{settings.budget_pixels} pixels"),
-    ]
-    width = max(len(label) for label, _ in rows)
-    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

@@ -10,11 +10,8 @@ either fully queued or not there at all.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
-import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,9 +21,8 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, insert
 
-from supervisor.builds.projects import ProjectError, ensure_project
+from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
-from supervisor.db.connection import connect, transaction
 from supervisor.db.tables import builds, capture_attempts, capture_shards
 
 log = structlog.get_logger(__name__)
@@ -194,42 +190,3 @@ def _queue_shard(
     }
     job_id = queue.enqueue(conn, "capture", data, build_id=build_id, shard_id=shard_id)
     return shard_id, job_id
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m supervisor enqueue-build`."""
-    parser.add_argument("--project", required=True, help="project name (created if new)")
-    parser.add_argument("--branch", required=True, help="the branch the screenshots come from")
-    parser.add_argument("--images", required=True, type=Path, help="folder of PNGs, one per story")
-    parser.add_argument(
-        "--shards", type=int, default=1, help="capture jobs to split the build into (default 1)"
-    )
-    parser.add_argument("--commit", help="commit SHA the screenshots were taken at")
-    parser.add_argument(
-        "--json", action="store_true", help="print build, shard and job ids as JSON"
-    )
-
-
-def cmd_enqueue_build(args: argparse.Namespace) -> int:
-    """Upload a folder of PNGs as a build and queue its capture; prints the build id."""
-    engine = connect(args.database_url)
-    try:
-        if args.shards < 1:
-            raise UploadError(f"--shards must be 1 or more, not {args.shards}")
-        images = store_images(args.artifacts, args.images)
-        with transaction(engine) as conn:
-            queued = enqueue_build(
-                conn,
-                project=args.project,
-                branch=args.branch,
-                images=images,
-                shards=args.shards,
-                commit=args.commit,
-            )
-    except (UploadError, ProjectError) as error:
-        print(f"supervisor enqueue-build: {error}", file=sys.stderr)
-        return 1
-    finally:
-        engine.dispose()
-    print(json.dumps(queued.as_json()) if args.json else queued.build_id)
-    return 0

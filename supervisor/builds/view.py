@@ -6,9 +6,6 @@ One reading of a build and its snapshots (`load_build`) serves the command's tab
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -16,7 +13,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from supervisor.db.connection import connect
 from supervisor.db.tables import builds, projects, snapshots
 
 
@@ -178,24 +174,3 @@ def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
         "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),
         snapshot.error or snapshot.diff_path or "",
     )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m supervisor build`."""
-    parser.add_argument("build_id", metavar="ID", type=int, help="the build's id")
-    parser.add_argument("--json", action="store_true", help="print the build as JSON")
-
-
-def cmd_build(args: argparse.Namespace) -> int:
-    """Print a build's state and every snapshot's result; exit 1 for an unknown id."""
-    engine = connect(args.database_url)
-    try:
-        with engine.connect() as conn:
-            view = load_build(conn, args.build_id)
-    finally:
-        engine.dispose()
-    if view is None:
-        print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
-        return 1
-    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, args.artifacts))
-    return 0

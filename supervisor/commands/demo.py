@@ -56,7 +56,7 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
     return view.report_path
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> int:
     engine = connect(args.database_url)
     upgrade(engine)
     engine.dispose()

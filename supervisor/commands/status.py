@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> int:
     engine = connect(args.database_url)
     with transaction(engine) as conn:
         status = read_status(conn)

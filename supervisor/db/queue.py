@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -43,7 +43,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 
 from supervisor.db.connection import is_postgres
-from supervisor.db.tables import UtcDateTime, jobs
+from supervisor.db.tables import JobStatus, UtcDateTime, jobs
 
 #: The LISTEN/NOTIFY channel: a payload "job" means work was queued, "cancel" that a cancel was asked.
 CHANNEL = "storyshelf"
@@ -51,8 +51,6 @@ CHANNEL = "storyshelf"
 LEASE_EXHAUSTED_ERROR = "lease expired on the final attempt"
 #: Error recorded on a job that was cancelled.
 CANCELLED_ERROR = "cancelled"
-
-JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,6 @@ class Job:
     data: Any
     attempt: int
     max_attempts: int
-    crashes: int
     crash_causes: tuple[str, ...]
     build_id: int | None
     shard_id: int | None
@@ -93,7 +90,6 @@ class Job:
             data=m["data"],
             attempt=m["attempt"],
             max_attempts=m["max_attempts"],
-            crashes=m["crashes"],
             crash_causes=tuple(m["crash_causes"] or ()),
             build_id=m["build_id"],
             shard_id=m["shard_id"],
@@ -346,7 +342,6 @@ _CRASHES = {
 
 #: Each fenced verb: what it sets, given the dialect.
 _FENCED: dict[str, Callable[[str], dict[str, Any]]] = {
-    "renew": lambda d: {"lease_expires_at": _moment(d, "lease_until")},
     "fail": lambda d: _ended(d, "failed", None) | {"error": bindparam("new_error")},
     "fail_crashed": lambda d: (
         _ended(d, "failed", None) | {"error": bindparam("new_error")} | _CRASHES
@@ -371,13 +366,9 @@ def _crashes(crash_causes: Sequence[str]) -> dict[str, Any]:
     return {"new_crashes": len(crash_causes), "new_crash_causes": list(crash_causes)}
 
 
-def renew(conn: Connection, lease: Lease, lease_seconds: float) -> bool:
-    """Extend the lease; False when the job is no longer ours."""
-    return _update_fenced(conn, "renew", lease, **_moments(conn, lease_until=lease_seconds))
-
-
 #: Verbs that settle many jobs in one statement, a host's batches: what each sets.
 _FENCED_MANY: dict[str, Callable[[str], dict[str, Any]]] = {
+    "renew": lambda d: {"lease_expires_at": _moment(d, "lease_until")},
     "ack": lambda d: _ended(d, "completed", None),
     "release": lambda d: _requeued(d) | {"attempt": jobs.c.attempt - 1},
 }
@@ -408,6 +399,16 @@ def _update_fenced_many(
         rows = conn.execute(statement, {"fences": fences, "fence_locked_by": holder, **params})
         ours.update(rows.scalars())
     return ours
+
+
+def renew(conn: Connection, lease: Lease, lease_seconds: float) -> bool:
+    """Extend the lease; False when the job is no longer ours."""
+    return lease.job_id in renew_all(conn, [lease], lease_seconds)
+
+
+def renew_all(conn: Connection, leases: Sequence[Lease], lease_seconds: float) -> set[int]:
+    """Extend these leases (jobs held ahead); the ids that were still ours."""
+    return _update_fenced_many(conn, "renew", leases, **_moments(conn, lease_until=lease_seconds))
 
 
 def ack(conn: Connection, lease: Lease) -> bool:
@@ -495,3 +496,25 @@ def cancel_requested(conn: Connection, job_ids: Iterable[int]) -> set[int]:
         select(jobs.c.id).where(jobs.c.id.in_(ids), jobs.c.cancel_requested.is_(True))
     )
     return {row.id for row in rows}
+
+
+def open_job_count(conn: Connection) -> int:
+    """Jobs queued or running, on any host (`run --drain` leaves when there are none)."""
+    count = conn.execute(
+        select(func.count()).select_from(jobs).where(jobs.c.status.in_(("queued", "running")))
+    ).scalar_one()
+    return int(count)
+
+
+def seconds_until_next_due(conn: Connection) -> float | None:
+    """Seconds until the earliest queued job is due (a retry waits for its backoff), by the
+    database's clock; None when nothing is queued."""
+    due = conn.execute(select(func.min(jobs.c.run_at)).where(jobs.c.status == "queued")).scalar()
+    if due is None:
+        return None
+    now = conn.execute(select(func.now())).scalar_one() if is_postgres(conn) else datetime.now(UTC)
+    if isinstance(due, str):  # SQLite hands an aggregate back as its stored text
+        due = datetime.fromisoformat(due)
+    if due.tzinfo is None:
+        due = due.replace(tzinfo=UTC)
+    return max(0.0, (due - now).total_seconds())

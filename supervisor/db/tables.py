@@ -8,7 +8,7 @@ partial indexes are the ones the claim and rescue statements of `supervisor.db.q
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import (
     JSON,
@@ -31,6 +31,13 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+
+from ipc.diff_settings import (
+    DEFAULT_BUDGET_PIXELS,
+    DEFAULT_COUNT_AA,
+    DEFAULT_METRIC,
+    DEFAULT_THRESHOLD,
+)
 
 metadata = MetaData(
     naming_convention={
@@ -68,10 +75,15 @@ Key = BigInteger().with_variant(Integer(), "sqlite")
 #: JSON documents: JSONB on PostgreSQL.
 Document = JSON().with_variant(JSONB(), "postgresql")
 
-JOB_STATES = ("queued", "running", "completed", "failed", "cancelled")
-SHARD_STATES = ("queued", "running", "completed", "failed", "cancelled")
-BUILD_STATES = ("pending", "capturing", "passed", "changed", "failed", "cancelled")
-SNAPSHOT_STATES = ("new", "unchanged", "changed", "failed")
+#: The states of DESIGN sections 3 and 4, each a closed type and the tuple its CHECK allows.
+JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+ShardStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+BuildStatus = Literal["pending", "capturing", "passed", "changed", "failed", "cancelled"]
+SnapshotStatus = Literal["new", "unchanged", "changed", "failed"]
+JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
+SHARD_STATES: tuple[ShardStatus, ...] = get_args(ShardStatus)
+BUILD_STATES: tuple[BuildStatus, ...] = get_args(BuildStatus)
+SNAPSHOT_STATES: tuple[SnapshotStatus, ...] = get_args(SnapshotStatus)
 
 
 def _one_of(column: str, states: tuple[str, ...]) -> CheckConstraint:
@@ -86,10 +98,10 @@ projects = Table(
     Column("name", String(200), nullable=False, unique=True),
     Column("baseline_branch", String(200), nullable=False, server_default="main"),
     # Diff settings, stored per project so thresholds mean the same on every host.
-    Column("metric", String(10), nullable=False, server_default="oklab"),
-    Column("threshold", Float, nullable=False, server_default="0.05"),
-    Column("count_aa", Boolean, nullable=False, server_default=text("false")),
-    Column("budget_pixels", Integer, nullable=False, server_default="0"),
+    Column("metric", String(10), nullable=False, server_default=DEFAULT_METRIC),
+    Column("threshold", Float, nullable=False, server_default=str(DEFAULT_THRESHOLD)),
+    Column("count_aa", Boolean, nullable=False, server_default=text(str(DEFAULT_COUNT_AA).lower())),
+    Column("budget_pixels", Integer, nullable=False, server_default=str(DEFAULT_BUDGET_PIXELS)),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 

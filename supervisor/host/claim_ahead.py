@@ -10,16 +10,17 @@ each child holds at most `AHEAD_SECONDS` of work, judged from how long recent jo
 (captures take seconds) get no claim-ahead at all, and a job that turns out long gives its
 child's claimed-ahead jobs back (`overdue`). A claimed-ahead job is `running` in the database
 with the pid of the child that will run it; it has not been sent to the child, so if the child
-dies or the host drains it is released, never counted as a crash.
+dies or the host drains it is released, never counted as a crash. This module decides how many;
+the jobs themselves are held in `supervisor.host.inflight`.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
+from supervisor.host.inflight import InFlight
 from supervisor.host.pool import Child
-from supervisor.host.settle import Running
+from supervisor.host.running import Running
 
 #: The most work, in seconds of recent job durations, claimed ahead for one child.
 AHEAD_SECONDS = 0.1
@@ -32,8 +33,9 @@ SMOOTHING = 0.2
 
 
 class ClaimAhead:
+    """How deep to claim ahead, learned from how long jobs take here."""
+
     def __init__(self) -> None:
-        self._queues: dict[Child, deque[Running]] = {}
         #: Running average of how long a job takes in a child; None until one finished.
         self._seconds_per_job: float | None = None
 
@@ -45,14 +47,13 @@ class ClaimAhead:
         return min(MAX_AHEAD, int(AHEAD_SECONDS / max(self._seconds_per_job, 1e-6)))
 
     def job_took(self, seconds: float) -> None:
+        """Learn from one finished job's duration (a running average)."""
         average = self._seconds_per_job
         self._seconds_per_job = (
             seconds if average is None else average + SMOOTHING * (seconds - average)
         )
 
-    def wanted(
-        self, children: Iterable[Child], running: Iterable[Running], now: float
-    ) -> list[Child]:
+    def wanted(self, children: Iterable[Child], inflight: InFlight, now: float) -> list[Child]:
         """The children to claim for, one entry per job wanted; empty when no claim is due.
 
         A claim is due when a child is idle with nothing ahead, or when some child's jobs ahead
@@ -60,13 +61,13 @@ class ClaimAhead:
         child busy with a long job gets nothing ahead.
         """
         depth = self.depth
-        slow = {job.child for job in running if _long(job, now)}
+        slow = {running.child for running in inflight.running() if outlasted(running, now)}
         needs: list[tuple[Child, int]] = []
         due = False
         for child in children:
             if child.hello is None or child.stopping or child.closed:
                 continue
-            ahead = len(self._queues.get(child, ()))
+            ahead = inflight.held_for(child)
             busy = child.job_id is not None
             # Never more than the child runs before it is recycled.
             capacity = 1 if child in slow else 1 + depth
@@ -77,39 +78,17 @@ class ClaimAhead:
             due |= (not busy and ahead == 0) or ahead <= depth // 2
         return [child for child, room in needs for _ in range(room)] if due else []
 
-    def add(self, running: Running) -> None:
-        self._queues.setdefault(running.child, deque()).append(running)
-
-    def next_for(self, child: Child) -> Running | None:
-        queue = self._queues.get(child)
-        return queue.popleft() if queue else None
-
-    def take(self, child: Child) -> list[Running]:
-        """Everything claimed ahead for `child` (it died, is leaving, or its job turned out long)."""
-        return list(self._queues.pop(child, ()))
-
-    def take_all(self) -> list[Running]:
-        return [running for child in list(self._queues) for running in self.take(child)]
-
-    def take_job(self, job_id: int) -> Running | None:
-        for queue in self._queues.values():
-            for running in queue:
-                if running.job.id == job_id:
-                    queue.remove(running)
-                    return running
-        return None
-
-    def overdue(self, running: Iterable[Running], now: float) -> list[Running]:
-        """Jobs claimed ahead behind a job running for longer than `PATIENCE_SECONDS`."""
-        return [held for job in running if _long(job, now) for held in self.take(job.child)]
-
-    def __iter__(self) -> Iterator[Running]:
-        return (running for queue in self._queues.values() for running in queue)
-
-    def __len__(self) -> int:
-        return sum(len(queue) for queue in self._queues.values())
+    @staticmethod
+    def overdue(inflight: InFlight, now: float) -> list[Running]:
+        """Jobs held behind a job running for longer than `PATIENCE_SECONDS`, taken back."""
+        return [
+            held
+            for running in inflight.running()
+            if outlasted(running, now)
+            for held in inflight.take_held(running.child)
+        ]
 
 
-def _long(job: Running, now: float) -> bool:
+def outlasted(running: Running, now: float) -> bool:
     """A running job that has outlasted the patience for what waits behind it."""
-    return now - job.started_at > PATIENCE_SECONDS
+    return now - running.started_at > PATIENCE_SECONDS

@@ -8,12 +8,49 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from supervisor.host.sizing import own_cgroup_dir
 
+#: Why the parent killed a child; its death is then read with this reason, not its signal.
+KillReason = Literal[
+    "cancelled",  # its job was cancelled and it did not stop within the grace
+    "lost",  # its job's lease was lost and it did not stop within the grace
+    "released",  # the drain ran out: its job was given back
+    "host stopping",  # the host is leaving
+    "engine check failed",  # the first child could not load the image engine
+    "hung",  # it said nothing of its job for `stall_seconds` (a crash)
+    "memory limit",  # its process tree passed the hard memory limit (a crash)
+    "protocol error",  # a garbled, oversized or unexpected frame, or another version (a crash)
+]
+#: Kills that end a child on purpose: its death says nothing about the host's health.
+DELIBERATE_KILLS: frozenset[KillReason] = frozenset(
+    {"cancelled", "lost", "released", "host stopping", "engine check failed"}
+)
+
+
+@dataclass(frozen=True)
+class Kill:
+    """A kill the parent made: its reason and, for some, what exactly was wrong."""
+
+    reason: KillReason
+    detail: str | None = None
+
+    @property
+    def cause(self) -> str:
+        """How the death reads in a crash count: "hung (no progress for 45 s)",
+        "protocol error: undecodable frame", "memory limit"."""
+        if self.detail is None:
+            return self.reason
+        if self.reason == "protocol error":
+            return f"{self.reason}: {self.detail}"
+        return f"{self.reason} ({self.detail})"
+
 
 def signal_name(number: int) -> str:
+    """ "SIGSEGV" for 11; a number no signal has is named as a number."""
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -56,10 +93,10 @@ class OomCounter:
         return now > seen
 
 
-def death_cause(status: int, oom: OomCounter, *, killed_for: str | None = None) -> str:
+def death_cause(status: int, oom: OomCounter, *, killed: Kill | None = None) -> str:
     """The cause a crash is recorded with: our own reason when we killed it, else the status."""
-    if killed_for is not None:
-        return killed_for
+    if killed is not None:
+        return killed.cause
     cause = describe_status(status)
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
         return (

@@ -14,21 +14,16 @@ import os
 import select
 import signal
 import socket
-import struct
 
 import structlog
 
+from ipc.forkserver import READY, ForkServerError, read_ready, request_spawn, say_failed
+
 log = structlog.get_logger(__name__)
 
-REQUEST = struct.Struct(">I")
-REPLY = struct.Struct(">i")
 #: Importing the child code and libvips takes well under this.
 READY_TIMEOUT_SECONDS = 30.0
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-class ForkServerError(RuntimeError):
-    """The fork server died, or could not fork."""
 
 
 def become_subreaper() -> None:
@@ -39,6 +34,8 @@ def become_subreaper() -> None:
 
 
 class ForkServer:
+    """The parent's end of the fork server's control socket, and its pid."""
+
     def __init__(self, pid: int, control: socket.socket) -> None:
         self.pid = pid
         self._control = control
@@ -58,7 +55,7 @@ class ForkServer:
                 serve(theirs, supervisor_pid)
             except BaseException as error:
                 with contextlib.suppress(OSError):
-                    theirs.sendall(b"E" + f"{type(error).__name__}: {error}".encode()[:4000])
+                    say_failed(theirs, f"{type(error).__name__}: {error}")
             finally:
                 os._exit(70)
         theirs.close()
@@ -66,26 +63,15 @@ class ForkServer:
             os.kill(pid, signal.SIGKILL)
             raise ForkServerError("the fork server did not start in time")
         answer = ours.recv(4096)
-        if answer != b"R":
+        if answer != READY:
             os.waitpid(pid, 0)
-            why = answer[1:].decode(errors="replace") or "it exited"
-            raise ForkServerError(f"the fork server could not load the child code: {why}")
+        read_ready(answer)
         log.debug("fork server ready", pid=pid)
         return cls(pid, ours)
 
     def spawn(self, threads: int) -> tuple[int, socket.socket]:
         """A new child (pid, and the parent's end of its socket)."""
-        try:
-            self._control.sendall(REQUEST.pack(threads))
-            data, fds, _flags, _address = socket.recv_fds(self._control, REPLY.size, 1)
-        except OSError as error:
-            raise ForkServerError(f"fork server unreachable: {error}") from error
-        if len(data) != REPLY.size:
-            raise ForkServerError("the fork server closed its control socket")
-        (pid,) = REPLY.unpack(data)
-        if pid < 0 or not fds:
-            raise ForkServerError(f"the fork server could not fork: {os.strerror(-pid)}")
-        return pid, socket.socket(fileno=fds[0])
+        return request_spawn(self._control, threads)
 
     def stop(self) -> None:
         """Close the control socket; the fork server exits when it reads the end of it."""

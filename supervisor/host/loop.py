@@ -1,11 +1,16 @@
 """`python -m supervisor run`: the capture host's main loop.
 
-The loop reads like an arbiter's: handle queued signals, reap the dead, stop the hung and the
-bloated, check for cancels, keep the children, claim work for them (a few jobs ahead when jobs
-are short: `supervisor.host.claim_ahead`), then wait for the next thing to happen (a child's message,
-a NOTIFY, a signal, a child's death, a deadline).
-Everything runs on this one thread; signal handlers only queue the signal. What happens to a job
-is decided in `supervisor.host.settle`; which process runs it, in `supervisor.host.pool`.
+The loop reads like an arbiter's (`run`): each turn handles queued signals, reaps the dead,
+kills the hung and the bloated, gives back what waits behind long jobs, checks for cancels,
+ends expired leases, renews what is held, keeps a child per slot, records finished jobs and
+claims work, then waits for the next thing to happen (a child's message, a NOTIFY, a signal, a
+child's death, a deadline). Everything runs on this one thread; signal handlers only queue.
+
+Each duty is decided in the module named for it: which jobs are held and running
+(`inflight`), how many to claim ahead (`claim_ahead`), leases (`lease`), how a job ends
+(`settle`), which process runs it (`pool`), why a child died (`deaths`), back-offs (`health`),
+the drain (`drain`), wake-ups (`signals`, `wakeup`). The clock and the randomness are passed
+in, so those decisions are tested with a fake clock.
 """
 
 from __future__ import annotations
@@ -13,31 +18,47 @@ from __future__ import annotations
 import os
 import random
 import select
-import signal
 import socket
 import sys
 import time
-from collections import deque
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from sqlalchemy import Engine, func
-from sqlalchemy import select as sql_select
+from sqlalchemy import Engine
 
-from ipc.messages import Accepted, Cancel, Cancelled, Done, Failed, Hello, Progress, Run, Stop
+from ipc.forkserver import ForkServerError
+from ipc.messages import (
+    PROTOCOL_VERSION,
+    Accepted,
+    Cancel,
+    Cancelled,
+    Done,
+    Failed,
+    Hello,
+    Progress,
+    Run,
+    Stop,
+    ToParent,
+)
 from supervisor.builds.kinds import Kind
 from supervisor.builds.registry import registered_kinds
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, is_postgres, transaction
-from supervisor.db.tables import jobs
 from supervisor.host import scratch
 from supervisor.host.claim_ahead import ClaimAhead
-from supervisor.host.deaths import OomCounter, death_cause
-from supervisor.host.forkserver import ForkServer, ForkServerError
+from supervisor.host.deaths import DELIBERATE_KILLS, OomCounter, death_cause
+from supervisor.host.drain import Drain
+from supervisor.host.forkserver import ForkServer
+from supervisor.host.health import DatabaseBackoff, SpawnBackoff
+from supervisor.host.inflight import InFlight
+from supervisor.host.lease import LeaseKeeper
 from supervisor.host.pool import Child, Pool
+from supervisor.host.running import Running, StopReason
 from supervisor.host.settings import HostSettings
-from supervisor.host.settle import Running, Settler
+from supervisor.host.settle import Settler
+from supervisor.host.signals import Signals
 from supervisor.host.sizing import size_host
 from supervisor.host.wakeup import Listener
 
@@ -49,18 +70,17 @@ EXIT_NO_ENGINE = 3
 CANCEL_GRACE_SECONDS = 2.0
 #: How often children's memory is read.
 MEMORY_CHECK_SECONDS = 1.0
-#: Kills that end a child on purpose: its death says nothing about the host's health.
-DELIBERATE_KILLS = frozenset({"cancelled", "lost", "released", "host stopping", "stopped"})
 #: How long to wait for a new child's hello before the host gives up on it.
 HELLO_TIMEOUT_SECONDS = 30.0
-#: The longest the host waits after a database error before trying again.
-DB_RETRY_MAX_SECONDS = 10.0
 #: How long finished jobs may wait to be acknowledged together (sooner with the next claim).
 ACK_DELAY_SECONDS = 0.05
+#: The longest the loop sleeps: stalls, grace periods and back-offs are checked on waking.
+LONGEST_WAIT_SECONDS = 1.0
 
 
-def new_host_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{random.randrange(16**4):04x}"
+def new_host_id(rand: random.Random) -> str:
+    """`host:pid:random`: unique per process, readable in `status` and the logs."""
+    return f"{socket.gethostname()}:{os.getpid()}:{rand.randrange(16**4):04x}"
 
 
 @dataclass
@@ -69,67 +89,45 @@ class Timers:
 
     poll_at: float = 0.0
     cancel_check_at: float = 0.0
-    expire_check_at: float = 0.0
     memory_check_at: float = 0.0
     spawn_after: float = 0.0
-    db_retry_at: float = 0.0
-    listen_retry_at: float = 0.0
-
-
-@dataclass
-class Health:
-    """Children that died without completing a job, to stop spawning them in a tight loop."""
-
-    limit: int
-    window_seconds: float
-    deaths: deque[float] = field(default_factory=deque)
-    backoff_seconds: float = 0.0
-
-    def child_failed(self, now: float) -> float:
-        """Record a fruitless death; the delay before the next spawn (0 while under the limit)."""
-        self.deaths.append(now)
-        while self.deaths and now - self.deaths[0] > self.window_seconds:
-            self.deaths.popleft()
-        if len(self.deaths) < self.limit:
-            return 0.0
-        self.backoff_seconds = min(60.0, max(1.0, self.backoff_seconds * 2))
-        return self.backoff_seconds
-
-    def child_succeeded(self) -> None:
-        self.deaths.clear()
-        self.backoff_seconds = 0.0
-
-    @property
-    def healthy(self) -> bool:
-        return self.backoff_seconds == 0.0
 
 
 class Host:
-    def __init__(self, settings: HostSettings, kinds: dict[str, Kind] | None = None) -> None:
-        self.settings = replace(settings, host_id=settings.host_id or new_host_id())
+    """One capture host: a fork server, a child per slot, and the loop that feeds them."""
+
+    def __init__(
+        self,
+        settings: HostSettings,
+        kinds: dict[str, Kind] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        rand: random.Random | None = None,
+    ) -> None:
+        self.rand = rand or random.Random()
+        self.clock = clock
+        self.settings = replace(settings, host_id=settings.host_id or new_host_id(self.rand))
         self.kinds = kinds if kinds is not None else registered_kinds()
         self.log = log.bind(host=self.settings.host_id)
         self.sizing = size_host(settings.child_memory_bytes, settings.concurrency)
-        self.signals: deque[int] = deque()
-        #: Jobs a child is running, by id.
-        self.running: dict[int, Running] = {}
-        #: Jobs claimed for a child that has not been sent them yet.
+        self.signals = Signals()
+        self.inflight = InFlight()
         self.ahead = ClaimAhead()
+        self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log)
         self.timers = Timers()
-        self.health = Health(settings.restart_limit, settings.restart_window_seconds)
+        self.spawning = SpawnBackoff(settings.restart_limit, settings.restart_window_seconds)
+        self.database = DatabaseBackoff()
+        self.drain = Drain(settings.drain_seconds)
         self.oom = OomCounter()
-        self.draining_until: float | None = None
         self.stopped = False
         self.last_work_at: float | None = None
         #: The last claim found no work (with --drain, time to ask whether the queue is empty).
         self.found_nothing = False
-        self.db_failures = 0
         # Set up in start(): the fork server first, before any connection or thread.
         self.pool: Pool
         self.engine: Engine
         self.settler: Settler
         self.listener: Listener | None = None
-        self._wakeup_read: socket.socket
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -141,9 +139,13 @@ class Host:
         while not self.stopped:
             self.handle_signals()
             self.reap_children()
-            self.stop_hung_and_bloated()
+            self.kill_stalled()
+            self.check_memory()
+            self.give_back_overdue()
             self.with_database(self.check_cancels)
-            self.manage_children()
+            self.with_database(self.expire_leases)
+            self.with_database(self.renew_held)
+            self.keep_children()
             self.with_database(self.claim_and_dispatch)
             self.settler.retry_pending()
             self.check_done()
@@ -152,17 +154,21 @@ class Host:
         return 0
 
     def start(self) -> int:
+        """Fork the fork server, check the image engine in a first child, then connect."""
         # First: a SIGTERM while the fork server starts must drain the host, not kill it.
-        self.queue_signals()
+        self.signals.queue_stops()
         scratch.sweep(self.settings.artifacts, self.log)
         try:
             fork_server = ForkServer.start()
         except ForkServerError as error:
-            return self.refuse(str(error))
+            return self.refuse(f"the image engine cannot load: {error}")
         self.pool = Pool(
-            fork_server, self.sizing.threads_per_child, self.settings.max_jobs_per_child
+            fork_server,
+            self.sizing.threads_per_child,
+            self.settings.max_jobs_per_child,
+            self.rand,
         )
-        self.install_wakeup()
+        self.signals.wake_on_signals()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
         engine_error = self.check_engine()
         if engine_error is not None:
@@ -171,68 +177,58 @@ class Host:
             self.pool.fork_server.stop()
             return self.refuse(engine_error)
         self.engine = connect(self.settings.database_url, pool_size=2)
-        self.settler = Settler(self.engine, self.settings, self.kinds, self.log)
+        self.settler = Settler(self.engine, self.settings, self.kinds, self.log, self.clock)
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url)
             self.listener.connect()
         return 0
 
     def refuse(self, why: str) -> int:
-        """A host that cannot diff must not claim: say why and leave."""
-        self.log.error("image engine cannot load; not claiming", error=why)
-        print(f"supervisor run: the image engine cannot load: {why}", file=sys.stderr, flush=True)
+        """A host whose children cannot work must not claim: say why and leave."""
+        self.log.error("children cannot work; not claiming", error=why)
+        print(f"supervisor run: {why}", file=sys.stderr, flush=True)
         return EXIT_NO_ENGINE
 
     def check_engine(self) -> str | None:
-        """Start the first child and read its hello: None when it computed with libvips."""
-        child = self.pool.spawn(time.monotonic())
-        deadline = time.monotonic() + HELLO_TIMEOUT_SECONDS
-        while child.hello is None and time.monotonic() < deadline and not child.closed:
+        """Start the first child and read its hello: None when it speaks our protocol and
+        computed with libvips, else why not."""
+        child = self.pool.spawn(self.clock())
+        deadline = self.clock() + HELLO_TIMEOUT_SECONDS
+        hello: Hello | None = None
+        while hello is None and self.clock() < deadline and not child.closed:
             select.select([child.sock], [], [], 0.5)
-            for message in self.pool.receive(child):
-                if isinstance(message, Hello):
-                    child.hello = message
-        if child.hello is None:
-            return "the first child did not say hello"
-        self.log.info("image engine loaded", engine=child.hello.engine, child_pid=child.pid)
-        return child.hello.engine_error
+            hello = next((m for m in self.pool.receive(child) if isinstance(m, Hello)), None)
+        if hello is None:
+            return "the image engine cannot load: the first child did not say hello"
+        if hello.version != PROTOCOL_VERSION:
+            return f"the children cannot work: {_version_mismatch(hello)}"
+        if hello.engine_error is not None:
+            return f"the image engine cannot load: {hello.engine_error}"
+        child.hello = hello
+        self.log.info("image engine loaded", engine=hello.engine, child_pid=child.pid)
+        return None
 
-    # -- signals ----------------------------------------------------------------------------
-
-    def queue_signals(self) -> None:
-        """Handlers only queue the signal; the loop's first turn reads what came while starting."""
-        for number in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(number, lambda received, _frame: self.signals.append(received))
-
-    def install_wakeup(self) -> None:
-        """A wake-up socket interrupts the loop's wait on a signal. Made after the fork server
-        is forked, so that neither it nor the children hold the parent's socket."""
-        self._wakeup_read, wakeup_write = socket.socketpair()
-        wakeup_write.setblocking(False)
-        self._wakeup_read.setblocking(False)
-        self._wakeup_write = wakeup_write
-        signal.set_wakeup_fd(wakeup_write.fileno(), warn_on_full_buffer=False)
-        signal.signal(signal.SIGCHLD, lambda _received, _frame: None)
+    # -- signals and the drain --------------------------------------------------------------
 
     def handle_signals(self) -> None:
-        while self.signals:
-            received = self.signals.popleft()
-            if self.draining_until is None:
-                self.begin_drain(signal.Signals(received).name)
+        """The first stop signal drains the host; a second gives everything back now."""
+        while (received := self.signals.pop()) is not None:
+            if not self.drain.active:
+                self.begin_drain(received.name)
             else:
                 self.log.warning("second signal; releasing running jobs now")
-                self.draining_until = time.monotonic()
+                self.drain.hurry(self.clock())
 
     def begin_drain(self, why: str) -> None:
         """Stop claiming; running jobs may finish within `drain_seconds`."""
-        self.draining_until = time.monotonic() + self.settings.drain_seconds
+        self.drain.begin(self.clock())
         self.log.info(
             "draining",
             signal=why,
-            running=len(self.running),
+            running=len(self.inflight.running()),
             drain_seconds=self.settings.drain_seconds,
         )
-        self.settler.give_back(self.ahead.take_all())
+        self.settler.give_back(self.inflight.take_all_held())
         for child in list(self.pool.children.values()):
             if child.ready:
                 self.pool.stop(child, Stop())
@@ -240,55 +236,51 @@ class Host:
     # -- children ---------------------------------------------------------------------------
 
     def reap_children(self) -> None:
+        """Read each death once: its cause, then what it means for its job and for the host."""
         for child, pid, status in self.pool.reap():
             if pid == self.pool.fork_server.pid:
-                self.log.error(
-                    "fork server died; starting a new one", cause=death_cause(status, self.oom)
-                )
+                cause = death_cause(status, self.oom)
+                self.log.error("fork server died; starting a new one", cause=cause)
                 self.pool.fork_server = ForkServer.start()
                 continue
             if child is None:
                 continue  # an orphan we adopted as subreaper: nothing of ours
             scratch.remove_child_scratch(self.settings.artifacts, pid)
-            self.give_back(child)
-            cause = death_cause(status, self.oom, killed_for=child.kill_reason)
-            running = self.running.pop(child.job_id, None) if child.job_id is not None else None
-            if running is None and child.kill_reason is None and child.stopping and status == 0:
+            running, held = self.inflight.child_gone(child)
+            self.settler.give_back(held)
+            if running is None and child.killed is None and child.stopping and status == 0:
                 continue  # asked to leave, and left
-            self.log.log(
-                20 if child.stopping else 30,
-                "child exited",
-                child_pid=pid,
-                cause=cause,
-                job_id=child.job_id,
-            )
+            cause = death_cause(status, self.oom, killed=child.killed)
+            level = 20 if child.stopping else 30
+            job_id = running.job.id if running else None
+            self.log.log(level, "child exited", child_pid=pid, cause=cause, job_id=job_id)
             if running is not None:
-                self.settler.child_died(running, cause, time.monotonic())
-            deliberate = child.stopping or child.kill_reason in DELIBERATE_KILLS
+                self.settler.child_died(running, cause)
+            deliberate = child.stopping or (
+                child.killed is not None and child.killed.reason in DELIBERATE_KILLS
+            )
             if child.jobs_done == 0 and not deliberate:
                 self.note_fruitless_death()
 
     def note_fruitless_death(self) -> None:
-        delay = self.health.child_failed(time.monotonic())
+        """A child died without finishing a job: too many of those make spawning back off."""
+        now = self.clock()
+        delay = self.spawning.child_failed(now)
         if delay:
-            self.timers.spawn_after = time.monotonic() + delay
+            self.timers.spawn_after = now + delay
             self.log.error(
                 "host unhealthy: children keep dying; spawning backs off",
                 backoff_seconds=delay,
-                deaths=len(self.health.deaths),
-                window_seconds=self.health.window_seconds,
+                deaths=len(self.spawning.deaths),
+                window_seconds=self.spawning.window_seconds,
             )
 
-    def manage_children(self) -> None:
+    def keep_children(self) -> None:
         """Keep one child per slot (none while draining, none during a spawn back-off)."""
-        now = time.monotonic()
-        if self.draining_until is not None or now < self.timers.spawn_after:
+        now = self.clock()
+        if self.drain.active or now < self.timers.spawn_after:
             return
-        alive = [
-            child
-            for child in self.pool.children.values()
-            if not child.stopping and not child.closed
-        ]
+        alive = [c for c in self.pool.children.values() if not (c.stopping or c.closed)]
         for _ in range(self.sizing.slots - len(alive)):
             try:
                 self.pool.spawn(now)
@@ -297,21 +289,20 @@ class Host:
                 self.timers.spawn_after = now + 1.0
                 return
 
-    def stop_hung_and_bloated(self) -> None:
-        now = time.monotonic()
-        for running in list(self.running.values()):
-            child = running.child
-            if (
-                running.stopping_since is not None
-                and now - running.stopping_since > CANCEL_GRACE_SECONDS
-            ):
-                self.pool.kill(child, running.stopping or "stopped")
-            elif now - running.last_progress_at > self.settings.stall_seconds:
-                self.pool.kill(child, f"hung (no progress for {self.settings.stall_seconds:g} s)")
-        if overdue := self.ahead.overdue(self.running.values(), now):
-            for held in overdue:
-                held.log.info("giving back a job claimed ahead: its child is busy with a long one")
-            self.settler.give_back(overdue)
+    def kill_stalled(self) -> None:
+        """Kill children that did not stop when asked, and children hung on their job."""
+        now = self.clock()
+        for running in self.inflight.running():
+            if running.stopping is not None and running.stopping_since is not None:
+                if now - running.stopping_since > CANCEL_GRACE_SECONDS:
+                    self.pool.kill(running.child, running.stopping)
+            elif self.lease.stalled(running, now):
+                stall = f"no progress for {self.settings.stall_seconds:g} s"
+                self.pool.kill(running.child, "hung", stall)
+
+    def check_memory(self) -> None:
+        """Kill children over the hard limit; recycle those over the soft one after their job."""
+        now = self.clock()
         if now < self.timers.memory_check_at:
             return
         self.timers.memory_check_at = now + MEMORY_CHECK_SECONDS
@@ -330,64 +321,75 @@ class Host:
                 if child.job_id is None:
                     self.pool.send(child, Stop())
 
+    def give_back_overdue(self) -> None:
+        """Jobs held behind a job that turned out long go back to the queue for other hosts."""
+        if overdue := self.ahead.overdue(self.inflight, self.clock()):
+            for held in overdue:
+                held.log.info("giving back a job claimed ahead: its child is busy with a long one")
+            self.settler.give_back(overdue)
+
+    def give_back(self, child: Child) -> None:
+        """Release the jobs held for a child that will not run them."""
+        self.settler.give_back(self.inflight.take_held(child))
+
     # -- the database -----------------------------------------------------------------------
 
-    def with_database(self, step: Any) -> None:
+    def with_database(self, step: Callable[[], None]) -> None:
         """Run a step that talks to the database; when it is away, back off and keep going."""
-        if time.monotonic() < self.timers.db_retry_at:
+        now = self.clock()
+        if not self.database.ready(now):
             return
         try:
             step()
         except DatabaseUnavailable as error:
-            self.db_failures += 1
-            delay = min(DB_RETRY_MAX_SECONDS, 0.25 * 2 ** min(self.db_failures, 6))
-            self.timers.db_retry_at = time.monotonic() + delay
+            delay = self.database.failed(now)
             self.log.warning("database unavailable; retrying", error=str(error), retry_in=delay)
         else:
-            self.db_failures = 0
+            self.database.succeeded()
 
     def check_cancels(self) -> None:
-        now = time.monotonic()
+        """Stop the jobs whose build was cancelled (read every few seconds, at once on NOTIFY)."""
+        now = self.clock()
         if now < self.timers.cancel_check_at:
             return
         self.timers.cancel_check_at = now + self.settings.cancel_check_seconds
-        held = [running.job.id for running in self.ahead]
-        if not self.running and not held:
+        held_or_running = self.inflight.job_ids()
+        if not held_or_running:
             return
         with transaction(self.engine) as conn:
-            wanted = queue.cancel_requested(conn, [*self.running, *held])
+            wanted = queue.cancel_requested(conn, held_or_running)
         for job_id in wanted:
-            if job_id in self.running:
-                self.stop_job(self.running[job_id], "cancelled")
-            elif (never_sent := self.ahead.take_job(job_id)) is not None:
+            if (running := self.inflight.running_job(job_id)) is not None:
+                self.stop_job(running, "cancelled")
+            elif (never_sent := self.inflight.take_held_job(job_id)) is not None:
                 self.settler.cancel(never_sent)
 
-    def stop_job(self, running: Running, why: str) -> None:
+    def stop_job(self, running: Running, why: StopReason) -> None:
         """Ask the child to stop the job (a cancel, or a lease lost); it is killed after a grace."""
-        if running.stopping is not None:
-            return
-        running.stopping = why
-        running.stopping_since = time.monotonic()
-        running.log.info("stopping job", why=why)
-        self.pool.send(running.child, Cancel(running.job.id))
+        if self.inflight.stopping(running, why, self.clock()):
+            running.log.info("stopping job", why=why)
+            self.pool.send(running.child, Cancel(running.job.id))
+
+    def expire_leases(self) -> None:
+        """End jobs whose lease ran out where they may not be rescued (on any host)."""
+        self.lease.expire(self.engine, self.clock())
+
+    def renew_held(self) -> None:
+        """Keep the leases of held-ahead jobs alive; one another host took is dropped as lost."""
+        if lost := self.lease.renew_held(self.engine, self.clock()):
+            self.settler.give_back(lost)
 
     def claim_and_dispatch(self) -> None:
         """Record finished jobs and, when a claim is due, claim work for the children."""
-        now = time.monotonic()
-        if now >= self.timers.expire_check_at:
-            self.timers.expire_check_at = now + self.settings.lease_seconds / 4
-            self.settler.expire_leases()
-        may_claim = self.draining_until is None and now >= self.timers.poll_at
-        wanted = (
-            self.ahead.wanted(self.pool.children.values(), self.running.values(), now)
-            if may_claim
-            else []
-        )
+        now = self.clock()
+        may_claim = not self.drain.active and now >= self.timers.poll_at
+        children = self.pool.children.values()
+        wanted = self.ahead.wanted(children, self.inflight, now) if may_claim else []
         if not wanted and not self.acks_due(now):
             return
         started = self.settler.complete_and_claim(wanted)
         for running in started:
-            self.ahead.add(running)
+            self.inflight.hold(running)
         self.dispatch_all()
         if not wanted:
             return
@@ -404,182 +406,150 @@ class Host:
         since = self.settler.completions_since
         if since is None:
             return False
-        quiet = not self.running or self.draining_until is not None
+        quiet = not self.inflight.is_running or self.drain.active
         return quiet or now - since >= ACK_DELAY_SECONDS
-
-    def dispatch_all(self) -> None:
-        for child in list(self.pool.children.values()):
-            self.dispatch(child)
-
-    def dispatch(self, child: Child) -> None:
-        """Send a free child the next job claimed for it."""
-        if not child.ready:
-            return
-        running = self.ahead.next_for(child)
-        if running is None:
-            return
-        running.started_at = running.last_progress_at = time.monotonic()
-        self.running[running.job.id] = running
-        child.job_id = running.job.id
-        running.log.info("job started")
-        self.pool.send(
-            child, Run(running.job.id, running.job.kind, running.job.attempt, running.payload)
-        )
-
-    def give_back(self, child: Child) -> None:
-        """Release the jobs claimed ahead for a child that will not run them."""
-        self.settler.give_back(self.ahead.take(child))
 
     def next_poll_delay(self, now: float) -> float:
         """The cadence's delay, or sooner when a queued job (a retry's backoff) comes due first.
 
         A NOTIFY wakes the host for new work, but a retry becoming due sends none.
         """
-        delay = self.settings.cadence.next_poll_delay(self.last_work_at, now)
-        due = self.settler.seconds_until_next_due()
+        delay = self.settings.cadence.next_poll_delay(self.last_work_at, now, self.rand.random)
+        with transaction(self.engine) as conn:
+            due = queue.seconds_until_next_due(conn)
         return min(delay, due) if due is not None else delay
 
-    # -- messages ---------------------------------------------------------------------------
+    def dispatch_all(self) -> None:
+        """Send each free child the next job held for it."""
+        for child in list(self.pool.children.values()):
+            self.dispatch(child)
+
+    def dispatch(self, child: Child) -> None:
+        """Send a free child the next job held for it."""
+        running = self.inflight.start_next(child, self.clock())
+        if running is None:
+            return
+        running.log.info("job started")
+        job = running.job
+        self.pool.send(child, Run(job.id, job.kind, job.attempt, running.payload))
+
+    # -- waiting and messages ---------------------------------------------------------------
 
     def wait(self) -> None:
         """Sleep until a child speaks, a NOTIFY or signal arrives, or the next duty is due."""
-        now = time.monotonic()
-        # At least once a second: stalls, grace periods and back-offs are checked on waking.
-        deadlines = [self.timers.cancel_check_at, self.timers.memory_check_at, now + 1.0]
+        now = self.clock()
+        timers = self.timers
+        deadlines = [timers.cancel_check_at, timers.memory_check_at, now + LONGEST_WAIT_SECONDS]
         if any(child.ready for child in self.pool.children.values()):
-            deadlines.append(self.timers.poll_at)  # a poll only matters with a child to give work
-        if self.draining_until is not None:
-            deadlines.append(self.draining_until)
+            deadlines.append(timers.poll_at)  # a poll only matters with a child to give work
+        if self.drain.until is not None:
+            deadlines.append(self.drain.until)
         if self.settler.completions_since is not None:
             deadlines.append(self.settler.completions_since + ACK_DELAY_SECONDS)
         timeout = max(0.0, min(deadlines) - now)
-        sources: list[Any] = [self._wakeup_read, *self.pool.children.values()]
+        sources: list[Any] = [self.signals, *self.pool.children.values()]
         listen_fd = self.listener.fileno() if self.listener else None
         if listen_fd is not None:
             sources.append(listen_fd)
         readable, _, _ = select.select(sources, [], [], timeout)
         for source in readable:
-            if source is self._wakeup_read:
-                self._drain_wakeup()
+            if source is self.signals:
+                self.signals.clear_wakeups()
             elif isinstance(source, Child):
                 self.service(source)
             elif self.listener is not None:
                 self.heard(self.listener.drain())
-        self.keep_listening()
-
-    def _drain_wakeup(self) -> None:
-        try:
-            while self._wakeup_read.recv(4096):
-                pass
-        except BlockingIOError:
-            return
+        if self.listener is not None and self.listener.keep(self.clock()):
+            timers.poll_at = 0.0  # we may have missed a NOTIFY meanwhile
 
     def heard(self, payloads: list[str]) -> None:
+        """A NOTIFY: new work claims at once, a cancel is checked at once."""
         if "job" in payloads:
             self.timers.poll_at = 0.0
         if "cancel" in payloads:
             self.timers.cancel_check_at = 0.0
 
-    def keep_listening(self) -> None:
-        """Reconnect a dropped LISTEN connection, with back-off; poll meanwhile."""
-        if self.listener is None or self.listener.connected:
-            return
-        now = time.monotonic()
-        if now < self.timers.listen_retry_at:
-            return
-        self.timers.listen_retry_at = now + 2.0
-        if self.listener.connect():
-            self.log.info("listening again")
-            self.timers.poll_at = 0.0  # we may have missed a NOTIFY meanwhile
-
     def service(self, child: Child) -> None:
+        """Read what a child sent; a message about a job it does not run is a protocol error."""
         for message in self.pool.receive(child):
             if isinstance(message, Hello):
-                child.hello = message
-                self.timers.poll_at = min(self.timers.poll_at, time.monotonic())  # a free slot
+                self.hello(child, message)
                 continue
-            running = self.running.get(getattr(message, "job_id", -1))
+            running = self.inflight.running_job(getattr(message, "job_id", -1))
             if running is None or running.child is not child:
-                self.pool.kill(child, f"protocol error: {message.type} for a job it does not run")
+                detail = f"{message.type} for a job it does not run"
+                self.pool.kill(child, "protocol error", detail)
                 return
             self.on_job_message(running, message)
 
-    def on_job_message(self, running: Running, message: Any) -> None:
-        now = time.monotonic()
-        running.last_progress_at = now
+    def hello(self, child: Child, hello: Hello) -> None:
+        """A new child is ready, if it speaks our protocol; a free slot, so a claim is due."""
+        if hello.version != PROTOCOL_VERSION:
+            self.pool.kill(child, "protocol error", _version_mismatch(hello))
+            return
+        child.hello = hello
+        self.timers.poll_at = min(self.timers.poll_at, self.clock())
+
+    def on_job_message(self, running: Running, message: ToParent) -> None:
+        """What the child said about its job: accepted, progress, or how it ended."""
+        now = self.clock()
         if isinstance(message, Accepted):
-            running.accepted = True  # the claim set a full lease: nothing to renew yet
+            self.inflight.accepted(running, now)  # the claim set a full lease: nothing to renew
             running.log.debug("job accepted")
         elif isinstance(message, Progress):
-            if now - running.renewed_at >= self.settings.lease_seconds / 4:
-                self.with_database(lambda: self.settler.renew(running, now))
-            if running.lost and running.stopping is None:
+            self.inflight.progressed(running, now)
+            if self.lease.renewal_due(running, now):
+                self.with_database(lambda: self.lease.renew(self.engine, running, now))
+            if running.lost:
                 self.stop_job(running, "lost")
         elif isinstance(message, Done | Failed | Cancelled):
-            self.finish(running, message)
+            self.finish(running, message, now)
 
-    def finish(self, running: Running, message: Done | Failed | Cancelled) -> None:
+    def finish(self, running: Running, message: Done | Failed | Cancelled, now: float) -> None:
+        """The child ended its job: settle it, then recycle the child or give it the next job."""
         child = running.child
-        del self.running[running.job.id]
-        child.job_id = None
-        child.jobs_done += 1
-        self.health.child_succeeded()
-        self.ahead.job_took(time.monotonic() - running.started_at)
+        self.inflight.finished(running)
+        self.spawning.child_succeeded()
+        self.ahead.job_took(now - running.started_at)
         self.settler.ended(running, message)
         if child.jobs_done >= child.max_jobs and not child.stopping:
             self.log.info("recycling child", child_pid=child.pid, jobs_done=child.jobs_done)
             child.stopping = True
-        if child.stopping or self.draining_until is not None:
+        if child.stopping or self.drain.active:
             self.give_back(child)
             self.pool.stop(child, Stop())
         else:
             self.dispatch(child)
-        self.timers.poll_at = min(self.timers.poll_at, time.monotonic())
+        self.timers.poll_at = min(self.timers.poll_at, now)
 
     # -- the end ----------------------------------------------------------------------------
 
     def check_done(self) -> None:
         """Leave when draining is over, or (with --drain) when the queue has nothing left."""
-        now = time.monotonic()
-        if self.draining_until is not None:
-            if not self.running and not self.settler.busy:
+        if self.drain.active:
+            if not self.inflight.is_running and not self.settler.busy:
                 self.stopped = True
-            elif now >= self.draining_until:
+            elif self.drain.over(self.clock()):
                 self.release_all()
                 self.stopped = not self.settler.busy
             return
-        if (
-            self.settings.exit_when_idle
-            and self.found_nothing
-            and not self.running
-            and not self.ahead
-            and not self.settler.busy
-        ):
+        idle = not (self.inflight.is_running or self.inflight.is_holding or self.settler.busy)
+        if self.settings.exit_when_idle and self.found_nothing and idle:
             self.found_nothing = False
             try:
-                if self.queue_is_empty():
-                    self.log.info("queue is empty; leaving")
-                    self.begin_drain("--drain")
+                with transaction(self.engine) as conn:
+                    empty = queue.open_job_count(conn) == 0
             except DatabaseUnavailable:
                 return
-
-    def queue_is_empty(self) -> bool:
-        with transaction(self.engine) as conn:
-            open_jobs = conn.execute(
-                sql_select(func.count())
-                .select_from(jobs)
-                .where(jobs.c.status.in_(("queued", "running")))
-            ).scalar_one()
-        return int(open_jobs) == 0
+            if empty:
+                self.log.info("queue is empty; leaving")
+                self.begin_drain("--drain")
 
     def release_all(self) -> None:
-        """Give back every running job without spending an attempt, and stop its child."""
-        for running in list(self.running.values()):
-            running.stopping = "released"
+        """Give back every running job without spending an attempt, and kill its child."""
+        for running in self.inflight.release_running():
             self.pool.kill(running.child, "released")
             self.settler.release(running)
-            del self.running[running.job.id]
-            running.child.job_id = None
 
     def shutdown(self) -> None:
         """Let idle children leave, kill any left, and remove their scratch."""
@@ -597,5 +567,10 @@ class Host:
         self.log.info("host stopped")
 
 
+def _version_mismatch(hello: Hello) -> str:
+    return f"the child speaks protocol version {hello.version}, this host {PROTOCOL_VERSION}"
+
+
 def run_host(settings: HostSettings) -> int:
+    """`python -m supervisor run` with these settings; the exit status."""
     return Host(settings).run()

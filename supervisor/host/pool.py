@@ -23,6 +23,7 @@ import structlog
 
 from ipc.framing import FrameReader, encode
 from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
+from supervisor.host.deaths import Kill, KillReason
 from supervisor.host.forkserver import ForkServer
 
 log = structlog.get_logger(__name__)
@@ -30,6 +31,8 @@ log = structlog.get_logger(__name__)
 
 @dataclass(eq=False)
 class Child:
+    """One child process as the parent knows it: its socket, its job, why it was killed."""
+
     pid: int
     sock: socket.socket
     spawned_at: float
@@ -39,8 +42,8 @@ class Child:
     hello: Hello | None = None
     job_id: int | None = None
     jobs_done: int = 0
-    #: Why the parent killed it, when it did; its death is then read with this reason.
-    kill_reason: str | None = None
+    #: The parent's kill, when it killed it; its death is then read with this reason.
+    killed: Kill | None = None
     #: Told to leave (recycled, draining): no new job goes to it.
     stopping: bool = False
     #: Its socket reached end of file: it is dead or dying, to be reaped.
@@ -52,20 +55,31 @@ class Child:
         return self.hello is not None and self.job_id is None and not (self.stopping or self.closed)
 
     def fileno(self) -> int:
+        """The child's socket, for `select`."""
         return self.sock.fileno()
 
 
 class Pool:
-    def __init__(self, fork_server: ForkServer, threads: int, max_jobs_per_child: int) -> None:
+    """The children of one host, spawned through its fork server."""
+
+    def __init__(
+        self,
+        fork_server: ForkServer,
+        threads: int,
+        max_jobs_per_child: int,
+        rand: random.Random,
+    ) -> None:
         self.fork_server = fork_server
         self.threads = threads
         self.max_jobs_per_child = max_jobs_per_child
+        self.rand = rand
         self.children: dict[int, Child] = {}
 
     def spawn(self, now: float) -> Child:
+        """Ask the fork server for a child; its jobs-before-recycling are jittered."""
         pid, sock = self.fork_server.spawn(self.threads)
         sock.setblocking(False)
-        jitter = random.uniform(0.8, 1.0)
+        jitter = self.rand.uniform(0.8, 1.0)
         child = Child(pid, sock, now, max_jobs=max(1, int(self.max_jobs_per_child * jitter)))
         self.children[pid] = child
         log.debug("child spawned", child_pid=pid)
@@ -100,18 +114,20 @@ class Pool:
             try:
                 messages.extend(child.reader.feed(data))
             except ProtocolError as error:
-                self.kill(child, f"protocol error: {error}")
+                self.kill(child, "protocol error", str(error))
                 return messages
 
-    def kill(self, child: Child, reason: str, sig: signal.Signals = signal.SIGKILL) -> None:
-        """Kill the child's whole process group; its death will be read with `reason`."""
-        if child.kill_reason is None:
-            child.kill_reason = reason
-            log.warning("killing child", child_pid=child.pid, reason=reason, job_id=child.job_id)
+    def kill(self, child: Child, reason: KillReason, detail: str | None = None) -> None:
+        """SIGKILL the child's whole process group; its death will be read with the reason."""
+        if child.killed is None:
+            child.killed = Kill(reason, detail)
+            log.warning(
+                "killing child", child_pid=child.pid, reason=child.killed.cause, job_id=child.job_id
+            )
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, sig)
+            os.killpg(child.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, sig)
+            os.kill(child.pid, signal.SIGKILL)
 
     def stop(self, child: Child, send: ToChild) -> None:
         """Ask an idle child to leave."""
@@ -149,7 +165,8 @@ class Pool:
         except psutil.Error:
             return 0
 
-    def kill_all(self, reason: str) -> None:
+    def kill_all(self, reason: KillReason) -> None:
+        """Kill every child (the host is leaving, or cannot work)."""
         for child in list(self.children.values()):
             self.kill(child, reason)
 

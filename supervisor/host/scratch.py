@@ -1,8 +1,8 @@
 """Scratch files of the children: temporaries a killed child leaves behind are swept.
 
-Children write temporaries as `<artifacts>/.scratch/<pid>-<name>` and rename them into place, so
-a file in there is always unfinished work. When a child dies the parent removes its files; at
-start-up the host removes those of children that no longer run (a host killed with its children).
+Children write unfinished files under the scratch folder (`ipc.scratch`, which says how they
+are named). When a child dies the parent removes its files; at start-up the host removes those
+of children that no longer run (a host killed with its children).
 """
 
 from __future__ import annotations
@@ -13,20 +13,12 @@ from pathlib import Path
 import psutil
 from structlog.stdlib import BoundLogger
 
-SCRATCH = ".scratch"
-
-
-def folder(artifacts: Path) -> Path:
-    return artifacts / SCRATCH
-
-
-def _owner(path: Path) -> int | None:
-    prefix = path.name.split("-", 1)[0]
-    return int(prefix) if prefix.isdigit() else None
+from ipc import scratch
 
 
 def remove_child_scratch(artifacts: Path, pid: int) -> None:
-    for path in folder(artifacts).glob(f"{pid}-*"):
+    """Remove what a child that just died left unfinished."""
+    for path in scratch.folder(artifacts).glob(f"{pid}-*"):
         with contextlib.suppress(OSError):
             path.unlink()
 
@@ -35,9 +27,9 @@ def sweep(artifacts: Path, log: BoundLogger) -> int:
     """Remove scratch whose child is gone; failures are logged, never fatal."""
     removed = 0
     try:
-        for path in folder(artifacts).iterdir():
-            owner = _owner(path)
-            if owner is None or not psutil.pid_exists(owner):
+        for path in scratch.folder(artifacts).iterdir():
+            owner = scratch.owner(path)
+            if owner is None or not _running(owner):
                 path.unlink(missing_ok=True)
                 removed += 1
     except FileNotFoundError:
@@ -47,3 +39,12 @@ def sweep(artifacts: Path, log: BoundLogger) -> int:
     if removed:
         log.info("swept scratch left by killed children", files=removed)
     return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie no longer writes (children of a killed host are
+    re-parented, and not every init reaps them at once)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

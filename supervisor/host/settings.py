@@ -16,12 +16,14 @@ DEFAULT_HOME = Path(".storyshelf")
 
 
 def default_database_url() -> str:
+    """`STORYSHELF_DATABASE_URL`, else a SQLite file under `./.storyshelf/`."""
     return (
         os.environ.get("STORYSHELF_DATABASE_URL") or f"sqlite:///{DEFAULT_HOME / 'storyshelf.db'}"
     )
 
 
 def default_artifacts() -> Path:
+    """`STORYSHELF_ARTIFACTS`, else `./.storyshelf/artifacts`."""
     return Path(os.environ.get("STORYSHELF_ARTIFACTS") or DEFAULT_HOME / "artifacts")
 
 

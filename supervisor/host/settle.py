@@ -9,13 +9,10 @@ and the job's new owner runs it).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
@@ -25,8 +22,8 @@ from supervisor.builds.kinds import Kind
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connection_lost, transaction
 from supervisor.db.queue import Job
-from supervisor.db.tables import jobs
 from supervisor.host.pool import Child
+from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
 
 JobOutcome = Literal[
@@ -44,38 +41,22 @@ JobOutcome = Literal[
 PENDING_RETRY_SECONDS = 1.0
 
 
-@dataclass(eq=False)
-class Running:
-    """A job handed to a child, and what the host knows of it."""
-
-    job: Job
-    kind: Kind
-    child: Child
-    payload: Any
-    log: BoundLogger
-    started_at: float
-    last_progress_at: float
-    renewed_at: float
-    accepted: bool = False
-    #: Why the host is stopping it ("cancelled", "lost", "released"), when it is.
-    stopping: str | None = None
-    stopping_since: float | None = None
-    #: A renewal found the lease gone.
-    lost: bool = False
-
-
 class Settler:
+    """Starts claimed jobs and settles ended ones, each under its fence."""
+
     def __init__(
         self,
         engine: Engine,
         settings: HostSettings,
         kinds: dict[str, Kind],
         log: BoundLogger,
+        clock: Callable[[], float],
     ):
         self.engine = engine
         self.settings = settings
         self.kinds = kinds
         self.log = log
+        self.clock = clock
         self.pending: list[tuple[Running, Callable[[], JobOutcome]]] = []
         #: Jobs a child finished, with their results: recorded with the next claim.
         self.completions: list[tuple[Running, Any]] = []
@@ -123,7 +104,7 @@ class Settler:
 
     def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
         """The claimed job, ready for its child; None when it cannot run at all."""
-        now = time.monotonic()
+        now = self.clock()
         job_log = self.log.bind(
             job_id=job.id,
             build_id=job.build_id,
@@ -158,44 +139,6 @@ class Settler:
         with conn.begin_nested():
             return kind.prepare(conn, job, self.settings.artifacts)
 
-    def renew(self, running: Running, now: float) -> None:
-        """Extend the lease; a refusal means another host owns the job now."""
-        with transaction(self.engine) as conn:
-            ours = queue.renew(conn, running.job.lease, self.settings.lease_seconds)
-        running.renewed_at = now
-        if not ours:
-            running.lost = True
-            running.log.warning("lease lost")
-
-    def expire_leases(self) -> None:
-        """End jobs whose lease ran out on their last attempt (or after a cancel), on any host."""
-        with transaction(self.engine) as conn:
-            for job in queue.expire_leases(conn):
-                kind = self.kinds.get(job.kind)
-                if kind is not None and job.status == "cancelled":
-                    kind.on_cancelled(conn, job, self.settings.artifacts)
-                elif kind is not None:
-                    kind.on_failed(
-                        conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.settings.artifacts
-                    )
-                self.log.warning(
-                    "expired lease ended a job", job_id=job.id, status=job.status, error=job.error
-                )
-
-    def seconds_until_next_due(self) -> float | None:
-        """Seconds until the earliest queued job is due (retries wait for their backoff)."""
-        with transaction(self.engine) as conn:
-            due = conn.execute(
-                select(func.min(jobs.c.run_at)).where(jobs.c.status == "queued")
-            ).scalar()
-        if due is None:
-            return None
-        if isinstance(due, str):
-            due = datetime.fromisoformat(due)
-        if due.tzinfo is None:
-            due = due.replace(tzinfo=UTC)
-        return max(0.0, (due - datetime.now(UTC)).total_seconds())
-
     # -- ending -----------------------------------------------------------------------------
 
     def ended(self, running: Running, message: Done | Failed | Cancelled) -> None:
@@ -204,14 +147,14 @@ class Settler:
             self._report(running, "lost")
         elif isinstance(message, Done):
             if not self.completions:
-                self.completions_since = time.monotonic()
+                self.completions_since = self.clock()
             self.completions.append((running, message.result))
         elif isinstance(message, Cancelled):
             self.cancel(running)
         else:
             self._settle(running, lambda: self._fail_or_retry(running, message.error))
 
-    def child_died(self, running: Running, cause: str, now: float) -> None:
+    def child_died(self, running: Running, cause: str) -> None:
         """The child running `running` died; `cause` is the signal or our reason for killing it."""
         if running.lost or running.stopping == "lost":
             self._report(running, "lost", cause=cause)
@@ -224,6 +167,9 @@ class Settler:
             self._settle(running, lambda: self._crashed(running, cause))
 
     def release(self, running: Running) -> None:
+        """Give a job back without spending an attempt (its child died before starting it, or the
+        drain ran out).
+        """
         self._settle(running, lambda: self._release(running))
 
     def give_back(self, never_sent: list[Running]) -> None:
@@ -250,7 +196,8 @@ class Settler:
         return bool(self.pending or self.completions)
 
     def retry_pending(self) -> None:
-        now = time.monotonic()
+        """Try again the settlements that met a database outage (at most once a second)."""
+        now = self.clock()
         if not self.pending or now < self._pending_at:
             return
         self._pending_at = now + PENDING_RETRY_SECONDS
@@ -268,7 +215,7 @@ class Settler:
         self._report(running, outcome)
 
     def _report(self, running: Running, outcome: JobOutcome, **facts: Any) -> None:
-        seconds = round(time.monotonic() - running.started_at, 3)
+        seconds = round(self.clock() - running.started_at, 3)
         level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
         getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
 
@@ -337,10 +284,12 @@ class Settler:
         causes = (*job.crash_causes, cause)
         with transaction(self.engine) as conn:
             if len(causes) >= self.settings.max_crashes or job.final_attempt:
-                if not fail_crashed_capture(
+                closed = fail_crashed_capture(
                     conn, job, running.kind, causes, self.settings.artifacts
-                ):
+                )
+                if closed == "lost":
                     return "lost"
+                running.log.error("job kept crashing its worker; failed it", build=closed)
                 return "failed"
             if not queue.retry(
                 conn, job.lease, f"worker crashed: {cause}", self._backoff(job), crash_causes=causes

@@ -21,10 +21,10 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class Sizing:
+    """How many children this host runs and with how many libvips threads each, and why."""
+
     slots: int
     threads_per_child: int
-    cpus: float
-    available_bytes: int
     reason: str
 
 
@@ -92,6 +92,7 @@ def _v1_folder(controller: str, root: Path, proc_cgroup: Path) -> Path:
 def cgroup_v1_limits(
     root: Path = CGROUP_ROOT, proc_cgroup: Path = Path("/proc/self/cgroup")
 ) -> tuple[float | None, int | None]:
+    """CPU and memory limits of a cgroup v1 hierarchy (older Docker and Kubernetes nodes)."""
     cpus: float | None = None
     memory: int | None = None
     cpu = _v1_folder("cpu", root, proc_cgroup)
@@ -128,4 +129,4 @@ def size_host(
         f"{child_memory_bytes / 2**20:.0f} MiB per child, {threads} libvips threads each"
         + (" (--concurrency)" if override is not None else "")
     )
-    return Sizing(slots, threads, cpus, available, reason)
+    return Sizing(slots, threads, reason)

@@ -1,7 +1,7 @@
 """LISTEN/NOTIFY wake-up on PostgreSQL: an idle host hears of new work within milliseconds.
 
 The listening connection is the host's only long-lived one. When it drops (a database restart),
-`Listener` says so and the host falls back to the poll cadence until `reconnect()` succeeds.
+`Listener` says so and the host falls back to the poll cadence until `keep()` reconnects.
 SQLite has no notifications; there the listener is absent and the host polls.
 """
 
@@ -17,6 +17,9 @@ from supervisor.db.queue import CHANNEL
 
 log = structlog.get_logger(__name__)
 
+#: How long a host waits between tries to reopen a dropped listening connection.
+RECONNECT_SECONDS = 2.0
+
 
 def libpq_conninfo(url: str) -> str:
     """The libpq form of a SQLAlchemy PostgreSQL URL."""
@@ -29,9 +32,11 @@ class Listener:
     def __init__(self, url: str) -> None:
         self._conninfo = libpq_conninfo(url)
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._reconnect_at = 0.0
 
     @property
     def connected(self) -> bool:
+        """The LISTEN connection is open."""
         return self._conn is not None and not self._conn.closed
 
     def connect(self) -> bool:
@@ -48,7 +53,19 @@ class Listener:
         self._conn = conn
         return True
 
+    def keep(self, now: float) -> bool:
+        """Reopen a dropped connection, at most every `RECONNECT_SECONDS`; True when it did
+        (the host then polls at once: it may have missed a NOTIFY meanwhile)."""
+        if self.connected or now < self._reconnect_at:
+            return False
+        self._reconnect_at = now + RECONNECT_SECONDS
+        if not self.connect():
+            return False
+        log.info("listening again")
+        return True
+
     def fileno(self) -> int | None:
+        """The connection's socket for `select`, while connected."""
         return self._conn.fileno() if self.connected and self._conn else None
 
     def drain(self) -> list[str]:
@@ -69,6 +86,7 @@ class Listener:
             return []
 
     def close(self) -> None:
+        """Close the LISTEN connection (the host is leaving, or it dropped)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None

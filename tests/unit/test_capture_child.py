@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from child.capture import shard as capture
 from child.capture.paths import UnsafePath, resolve_under
-from child.capture.shard import shard as capture
 from supervisor.commands.demo_images import _chunk
 from tests.capture_helpers import write_png
 

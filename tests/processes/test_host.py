@@ -7,8 +7,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import psutil
 import pytest
@@ -18,22 +16,14 @@ from supervisor.commands.main import main as cli_main
 from tests.hosts import (
     FAST,
     ROOT,
-    HostProcess,
+    StartHost,
     ended,
     enqueue,
-    hosts,
     job,
     make_build,
     running_child,
     wait_for,
 )
-
-StartHost = Callable[..., HostProcess]
-
-
-@pytest.fixture
-def start_host(database_url: str, tmp_path: Path) -> Iterator[StartHost]:
-    yield from hosts(database_url, tmp_path / "artifacts")
 
 
 def test_host_runs_jobs_and_exits_when_the_queue_is_empty(

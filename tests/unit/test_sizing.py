@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.host.cadence import Cadence
-from supervisor.host.deaths import OomCounter, death_cause, describe_status
-from supervisor.host.loop import Health
+from supervisor.host.deaths import Kill, OomCounter, death_cause, describe_status
 from supervisor.host.sizing import (
     GIB,
     cgroup_v1_limits,
@@ -90,7 +89,7 @@ def test_sigkill_is_named_out_of_memory_when_the_cgroup_counted_one(tmp_path: Pa
     assert death_cause(signal.SIGKILL, oom) == "SIGKILL (likely out of memory)"
     events.write_text("low 0\noom 1\noom_kill 3\n")
     assert death_cause(signal.SIGKILL, oom) == "SIGKILL (out of memory)"
-    assert death_cause(signal.SIGKILL, oom, killed_for="memory limit") == "memory limit"
+    assert death_cause(signal.SIGKILL, oom, killed=Kill("memory limit")) == "memory limit"
 
 
 def test_poll_cadence_is_active_after_work_and_jittered_upwards() -> None:
@@ -101,10 +100,7 @@ def test_poll_cadence_is_active_after_work_and_jittered_upwards() -> None:
     assert cadence.next_poll_delay(90.0, 100.0, rand=lambda: 1.0) < 2.0 * 1.2
 
 
-def test_restart_limit_backs_off_and_recovers() -> None:
-    health = Health(limit=3, window_seconds=30.0)
-    assert [health.child_failed(t) for t in (0.0, 1.0)] == [0.0, 0.0]
-    assert health.child_failed(2.0) == 1.0 and not health.healthy
-    assert health.child_failed(3.0) == 2.0
-    health.child_succeeded()
-    assert health.healthy and health.child_failed(100.0) == 0.0
+def test_a_kill_reads_as_its_reason_with_what_was_wrong() -> None:
+    assert Kill("memory limit").cause == "memory limit"
+    assert Kill("hung", "no progress for 45 s").cause == "hung (no progress for 45 s)"
+    assert Kill("protocol error", "undecodable frame").cause == "protocol error: undecodable frame"

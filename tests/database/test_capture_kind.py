@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, func, select, update
 
-from child.capture.shard import shard as capture
+from child.capture import shard as capture
 from supervisor.builds import capture as capture_kind
 from supervisor.builds import reduce
 from supervisor.builds.projects import SettingsChange, change_settings

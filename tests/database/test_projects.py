@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ipc.diff_settings import DEFAULT_THRESHOLD
 from tests.capture_helpers import run_cli
 
 
@@ -27,7 +28,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "name": "web",
         "baseline_branch": "main",
         "metric": "oklab",
-        "threshold": 0.05,
+        "threshold": DEFAULT_THRESHOLD,
         "count_aa": False,
         "budget_pixels": 0,
     }

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
+import time
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,6 @@ def _drop_own_connection(conn: Connection, _job: Job, _artifacts: Path) -> Paylo
     return {}
 
 
-@pytest.fixture
-def child() -> Iterator[Child]:
-    ours, theirs = socket.socketpair()
-    yield Child(pid=1, sock=ours, spawned_at=0.0, max_jobs=1)
-    ours.close()
-    theirs.close()
-
-
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)  # a server that drops us
 def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
     engine: Engine, database_url: str, tmp_path: Path, child: Child
@@ -40,7 +31,7 @@ def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
     job_id = enqueue(engine, "drop")
     kinds = {"drop": Kind("drop", accepts=lambda _data: True, prepare=_drop_own_connection)}
     settings = HostSettings(database_url=database_url, artifacts=tmp_path, host_id="h")
-    settler = Settler(engine, settings, kinds, structlog.get_logger().bind())
+    settler = Settler(engine, settings, kinds, structlog.get_logger().bind(), time.monotonic)
     with pytest.raises(DatabaseUnavailable):
         settler.complete_and_claim([child])
     row = job(engine, job_id)

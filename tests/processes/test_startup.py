@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from ipc import scratch as ipc_scratch
+from ipc.messages import PROTOCOL_VERSION
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.host import scratch
@@ -100,7 +102,7 @@ def test_host_refuses_to_claim_when_the_image_engine_cannot_load(
 
 
 def test_scratch_of_dead_children_is_swept_at_start(tmp_path: Path) -> None:
-    folder = scratch.folder(tmp_path)
+    folder = ipc_scratch.folder(tmp_path)
     folder.mkdir(parents=True)
     dead = subprocess.run(["true"], check=True)  # a pid that has exited
     assert dead.returncode == 0
@@ -126,3 +128,19 @@ def test_the_fork_server_has_no_thread_but_its_own() -> None:
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_a_child_of_another_protocol_version_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    upgrade(connect(url))
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "run", "--database-url", url, "--artifacts", str(tmp_path / "a")],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_PLUGINS": "tests.other_version"},
+    )  # fmt: skip
+    assert result.returncode == 3
+    expected = (
+        f"the child speaks protocol version {PROTOCOL_VERSION + 1}, this host {PROTOCOL_VERSION}"
+    )
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Column, Engine, select
 
 from supervisor.builds import capture as capture_kind
-from supervisor.commands.cancel import cancel_build
+from supervisor.builds.cancel import cancel_build
 from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs

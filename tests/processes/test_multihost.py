@@ -19,12 +19,20 @@ from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
 from supervisor.commands.demo_images import write_demo_images
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, capture_shards, snapshots
-from tests.hosts import FAST, HostProcess, ended, hosts, job, running_child, wait_for
-from tests.test_host import StartHost
+from tests.hosts import (
+    FAST,
+    HostProcess,
+    StartHost,
+    ended,
+    hosts,
+    job,
+    running_child,
+    wait_for,
+)
 
 #: Copies of the eight demo stories per build: enough work that a shard takes a while.
 COPIES = 4
-#: The demo branch changes four of the eight stories and adds one (see tests/test_demo_images.py).
+#: The demo branch changes four of the eight stories and adds one (see tests/unit/test_demo_images.py).
 CHANGED_PER_COPY, NEW_PER_COPY = 4, 1
 
 

@@ -1,0 +1,31 @@
+"""`python -m supervisor build ID`: a build's state and every snapshot's result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from supervisor.builds.view import format_build, load_build
+from supervisor.db.connection import connect
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m supervisor build`."""
+    parser.add_argument("build_id", metavar="ID", type=int, help="the build's id")
+    parser.add_argument("--json", action="store_true", help="print the build as JSON")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Print a build's state and every snapshot's result; exit 1 for an unknown id."""
+    engine = connect(args.database_url)
+    try:
+        with engine.connect() as conn:
+            view = load_build(conn, args.build_id)
+    finally:
+        engine.dispose()
+    if view is None:
+        print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
+        return 1
+    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, args.artifacts))
+    return 0

@@ -1,0 +1,79 @@
+"""`python -m supervisor project P`: show or change a project's diff settings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+
+from ipc.diff_settings import METRICS
+from supervisor.builds.projects import (
+    ProjectError,
+    ProjectSettings,
+    SettingsChange,
+    change_settings,
+)
+from supervisor.db.connection import connect, transaction
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m supervisor project`."""
+    parser.add_argument("name", metavar="P", help="project name (created if new)")
+    parser.add_argument("--metric", choices=METRICS, help="colour metric of the diff")
+    parser.add_argument("--threshold", type=float, help="colour distance threshold, 0 to 1")
+    aa = parser.add_mutually_exclusive_group()
+    aa.add_argument(
+        "--count-aa",
+        dest="count_aa",
+        action="store_const",
+        const=True,
+        help="count anti-aliased pixels as changed",
+    )
+    aa.add_argument(
+        "--ignore-aa",
+        dest="count_aa",
+        action="store_const",
+        const=False,
+        help="ignore anti-aliased pixels (the default)",
+    )
+    parser.add_argument(
+        "--budget", type=int, dest="budget_pixels", help="changed pixels tolerated per snapshot"
+    )
+    parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
+    parser.add_argument("--json", action="store_true", help="print the settings as JSON")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Show project `P`'s diff settings, after applying any option given."""
+    change = SettingsChange(
+        metric=args.metric,
+        threshold=args.threshold,
+        count_aa=args.count_aa,
+        budget_pixels=args.budget_pixels,
+        baseline_branch=args.baseline_branch,
+    )
+    engine = connect(args.database_url)
+    try:
+        with transaction(engine) as conn:
+            settings = change_settings(conn, args.name, change)
+    except ProjectError as error:
+        print(f"supervisor project: {error}", file=sys.stderr)
+        return 1
+    finally:
+        engine.dispose()
+    print(json.dumps(asdict(settings)) if args.json else _describe(settings))
+    return 0
+
+
+def _describe(settings: ProjectSettings) -> str:
+    rows = [
+        ("project", settings.name),
+        ("baseline branch", settings.baseline_branch),
+        ("metric", settings.metric),
+        ("threshold", f"{settings.threshold:g}"),
+        ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
+        ("budget", f"{settings.budget_pixels} pixels"),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

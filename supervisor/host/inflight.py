@@ -1,0 +1,135 @@
+"""Every job this host holds, in one registry that alone changes what is known of them.
+
+A job is *held* once claimed for a child (claimed ahead, not sent yet), then *running* once sent
+to it, until it is settled or given back. The host, the settler and lease keeping all call the
+verbs here instead of changing a `Running` or a child's `job_id` themselves, so each transition
+is made in one place and a job can never be in two places at once.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+
+from supervisor.host.pool import Child
+from supervisor.host.running import Running, StopReason
+
+
+class InFlight:
+    """Jobs held for each child and jobs running, by id."""
+
+    def __init__(self) -> None:
+        self._running: dict[int, Running] = {}
+        self._held: dict[Child, deque[Running]] = {}
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def running(self) -> list[Running]:
+        """The jobs children are running now."""
+        return list(self._running.values())
+
+    def running_job(self, job_id: int) -> Running | None:
+        """The running job with this id, if a child of ours runs it."""
+        return self._running.get(job_id)
+
+    def held(self) -> Iterator[Running]:
+        """The jobs claimed ahead, not sent to their child yet."""
+        return (running for queue in self._held.values() for running in queue)
+
+    def held_for(self, child: Child) -> int:
+        """How many jobs wait for `child`."""
+        return len(self._held.get(child, ()))
+
+    def job_ids(self) -> list[int]:
+        """Every job held or running."""
+        return [*self._running, *(running.job.id for running in self.held())]
+
+    @property
+    def is_running(self) -> bool:
+        """Some child is running a job of ours."""
+        return bool(self._running)
+
+    @property
+    def is_holding(self) -> bool:
+        """Some job waits for its child."""
+        return any(self._held.values())
+
+    # -- claimed, then sent -----------------------------------------------------------------
+
+    def hold(self, running: Running) -> None:
+        """A job was claimed for `running.child`; it waits until the child is free."""
+        self._held.setdefault(running.child, deque()).append(running)
+
+    def start_next(self, child: Child, now: float) -> Running | None:
+        """The next job held for a free `child` becomes its running job (to be sent now)."""
+        queue = self._held.get(child)
+        if not queue or not child.ready:
+            return None
+        running = queue.popleft()
+        running.started_at = running.last_progress_at = now
+        self._running[running.job.id] = running
+        child.job_id = running.job.id
+        return running
+
+    # -- what the child says ----------------------------------------------------------------
+
+    def accepted(self, running: Running, now: float) -> None:
+        """The child starts the job: a death from now on is the job's crash."""
+        running.accepted = True
+        running.last_progress_at = now
+
+    def progressed(self, running: Running, now: float) -> None:
+        """The child reported progress on the job: it is not hung."""
+        running.last_progress_at = now
+
+    def renewed(self, running: Running, now: float, *, ours: bool) -> None:
+        """A renewal was written (or refused: another host owns the job now)."""
+        running.renewed_at = now
+        running.lost |= not ours
+
+    def stopping(self, running: Running, why: StopReason, now: float) -> bool:
+        """The host asks the job to stop; False if it was already asked."""
+        if running.stopping is not None:
+            return False
+        running.stopping, running.stopping_since = why, now
+        return True
+
+    # -- ended ------------------------------------------------------------------------------
+
+    def finished(self, running: Running) -> None:
+        """The child ended the job (done, failed, cancelled): the child is free again."""
+        del self._running[running.job.id]
+        running.child.job_id = None
+        running.child.jobs_done += 1
+
+    def child_gone(self, child: Child) -> tuple[Running | None, list[Running]]:
+        """A child died or is leaving: the job it was running (if any) and those held for it."""
+        running = self._running.pop(child.job_id, None) if child.job_id is not None else None
+        child.job_id = None
+        return running, self.take_held(child)
+
+    def release_running(self) -> list[Running]:
+        """Every running job, taken back from its child (the drain ran out)."""
+        taken = list(self._running.values())
+        self._running.clear()
+        for running in taken:
+            running.stopping = "released"
+            running.child.job_id = None
+        return taken
+
+    def take_held(self, child: Child) -> list[Running]:
+        """Everything held for `child` (it died, is leaving, or its job turned out long)."""
+        return list(self._held.pop(child, ()))
+
+    def take_all_held(self) -> list[Running]:
+        """Everything held, for every child (the host drains)."""
+        return [running for child in list(self._held) for running in self.take_held(child)]
+
+    def take_held_job(self, job_id: int) -> Running | None:
+        """The held job with this id, taken out (its cancel was asked)."""
+        for queue in self._held.values():
+            for running in queue:
+                if running.job.id == job_id:
+                    queue.remove(running)
+                    return running
+        return None
