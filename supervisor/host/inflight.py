@@ -9,7 +9,7 @@ is made in one place and a job can never be in two places at once.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from supervisor.host.pool import Child
 from supervisor.host.running import Running, StopReason
@@ -24,9 +24,10 @@ class InFlight:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def running(self) -> list[Running]:
-        """The jobs children are running now."""
-        return list(self._running.values())
+    def running(self) -> Collection[Running]:
+        """The jobs children are running now (a live view: do not change the registry while
+        iterating it)."""
+        return self._running.values()
 
     def running_job(self, job_id: int) -> Running | None:
         """The running job with this id, if a child of ours runs it."""
