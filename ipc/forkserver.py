@@ -74,13 +74,11 @@ def request_spawn(control: socket.socket, threads: int) -> tuple[int, socket.soc
         data, fds, _flags, _address = socket.recv_fds(control, REPLY.size, 1)
     except OSError as error:
         raise ForkServerError(f"fork server unreachable: {error}") from error
+    (pid,) = REPLY.unpack(data) if len(data) == REPLY.size else (0,)
+    if pid > 0 and fds:
+        return pid, socket.socket(fileno=fds[0])
+    for fd in fds:
+        os.close(fd)
     if len(data) != REPLY.size:
-        for fd in fds:
-            os.close(fd)
         raise ForkServerError("the fork server closed its control socket")
-    (pid,) = REPLY.unpack(data)
-    if pid < 0 or not fds:
-        for fd in fds:
-            os.close(fd)
-        raise ForkServerError(f"the fork server could not fork: {os.strerror(-pid)}")
-    return pid, socket.socket(fileno=fds[0])
+    raise ForkServerError(f"the fork server could not fork: {os.strerror(-pid)}")

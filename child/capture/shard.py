@@ -101,8 +101,7 @@ def _compared(
 ) -> SnapshotResult:
     baseline = shot["baseline"]
     diff_relative = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
-    diff_path = resolve_under(root, diff_relative)
-    diff_path.parent.mkdir(parents=True, exist_ok=True)
+    diff_path = resolve_under(root, diff_relative)  # its folder is made when a diff is written
     baseline_path = resolve_under(root, baseline["image"])
     outcome = compare(baseline_path, image, diff_path, options, artifacts=root)
     return _result(

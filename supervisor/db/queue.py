@@ -509,12 +509,18 @@ def open_job_count(conn: Connection) -> int:
 def seconds_until_next_due(conn: Connection) -> float | None:
     """Seconds until the earliest queued job is due (a retry waits for its backoff), by the
     database's clock; None when nothing is queued."""
-    due = conn.execute(select(func.min(jobs.c.run_at)).where(jobs.c.status == "queued")).scalar()
+    # PostgreSQL's clock comes in the same statement; SQLite's moments are the host's anyway.
+    clock = [func.now()] if is_postgres(conn) else []
+    row = conn.execute(
+        select(func.min(jobs.c.run_at), *clock).where(jobs.c.status == "queued")
+    ).one()
+    due = row[0]
+    now: datetime = row[1] if clock else datetime.now(UTC)
     if due is None:
         return None
-    now = conn.execute(select(func.now())).scalar_one() if is_postgres(conn) else datetime.now(UTC)
     if isinstance(due, str):  # SQLite hands an aggregate back as its stored text
         due = datetime.fromisoformat(due)
     if due.tzinfo is None:
         due = due.replace(tzinfo=UTC)
-    return max(0.0, (due - now).total_seconds())
+    seconds: float = (due - now).total_seconds()
+    return max(0.0, seconds)

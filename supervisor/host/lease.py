@@ -48,7 +48,6 @@ class LeaseKeeper:
         self.stall_seconds = settings.stall_seconds
         #: The shortest time between two writes of one job's lease, and between expiry checks.
         self.renew_every = settings.lease_seconds / 4
-        self.host_id = settings.host_id
         self.artifacts: Path = settings.artifacts
         self.kinds = kinds
         self.inflight = inflight

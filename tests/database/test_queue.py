@@ -220,3 +220,13 @@ def test_claim_records_each_job_s_child_in_id_order(engine: Engine) -> None:
         claimed = queue.claim(conn, "host-a", 3, LEASE, child_pids=[101, 202])
     assert [job.id for job in claimed] == ids
     assert [row(engine, job_id)["child_pid"] for job_id in ids] == [101, 202, None]
+
+
+def test_the_next_due_job_is_timed_by_the_database_clock(engine: Engine) -> None:
+    with transaction(engine) as conn:
+        assert queue.seconds_until_next_due(conn) is None
+        queue.enqueue(conn, "noop", {}, delay_seconds=30.0)
+    with transaction(engine) as conn:
+        waiting = queue.seconds_until_next_due(conn)
+        assert queue.open_job_count(conn) == 1
+    assert waiting is not None and 25.0 < waiting <= 30.0
