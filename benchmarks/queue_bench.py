@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import os
 import platform
+import random
 import select
 import statistics
 import sys
@@ -414,7 +415,7 @@ def report_throughput(cells: dict[tuple[int, int, bool], Cell], count: int, runs
 def listen_ours(url: str, stop: Event, outbox: Queue[tuple[int, float]]) -> None:
     """Claim what is queued, then block in select on the LISTEN connection and claim on wake-up."""
     engine = connect(url, pool_size=1)
-    listener = Listener(url)
+    listener = Listener(url, random.Random(0))
     if not listener.connect():
         raise RuntimeError("the listener could not connect")
     fileno = listener.fileno()

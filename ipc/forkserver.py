@@ -27,7 +27,15 @@ MAX_REASON_BYTES = 4000
 
 
 class ForkServerError(RuntimeError):
-    """The fork server died, could not start, or could not fork."""
+    """The fork server could not start: it could not load the child code."""
+
+
+class ForkRefused(ForkServerError):
+    """The kernel refused a fork (a pids limit, EAGAIN, ENOMEM): try again later."""
+
+
+class ForkServerGone(ForkServerError):
+    """The fork server died, hung or closed its socket: start a new one."""
 
 
 # -- the fork server's side ------------------------------------------------------------------
@@ -72,13 +80,13 @@ def request_spawn(control: socket.socket, threads: int) -> tuple[int, socket.soc
     try:
         control.sendall(REQUEST.pack(threads))
         data, fds, _flags, _address = socket.recv_fds(control, REPLY.size, 1)
-    except OSError as error:
-        raise ForkServerError(f"fork server unreachable: {error}") from error
+    except OSError as error:  # a reset, a closed socket, or no answer within the timeout
+        raise ForkServerGone(f"fork server unreachable: {error}") from error
     (pid,) = REPLY.unpack(data) if len(data) == REPLY.size else (0,)
     if pid > 0 and fds:
         return pid, socket.socket(fileno=fds[0])
     for fd in fds:
         os.close(fd)
     if len(data) != REPLY.size:
-        raise ForkServerError("the fork server closed its control socket")
-    raise ForkServerError(f"the fork server could not fork: {os.strerror(-pid)}")
+        raise ForkServerGone("the fork server closed its control socket")
+    raise ForkRefused(f"the fork server could not fork: {os.strerror(-pid)}")

@@ -18,6 +18,7 @@ from typing import Any
 from child.worker.handlers import Handler, Progress
 from ipc import scratch
 from supervisor.builds.kinds import Kind, Payload
+from supervisor.builds.reduce import ReduceOutcome
 from supervisor.db.queue import Job
 
 
@@ -29,9 +30,30 @@ def _accepts(data: Any) -> bool:
     return isinstance(data, dict) and data.get("valid", True) is True
 
 
+#: A payload of this many bytes cannot be framed (the limit is 16 MiB).
+HUGE_PAYLOAD_BYTES = 17 * 2**20
+
+
+def _huge_payload(_conn: object, job: Job, _artifacts: Path) -> Payload:
+    return {**job.data, "padding": "x" * HUGE_PAYLOAD_BYTES}
+
+
+def _close_badly(_conn: object, job: Job, error: str, _artifacts: Path) -> ReduceOutcome:
+    """A kind's bookkeeping that raises, as a bug in it would."""
+    raise RuntimeError(f"bookkeeping of job {job.id} broke")
+
+
 def parent_kinds() -> dict[str, Kind]:
     names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write")
-    return {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
+    kinds = {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
+    kinds["huge"] = Kind("huge", accepts=_accepts, prepare=_huge_payload)  # type: ignore[arg-type]
+    kinds["fail_badly"] = Kind(
+        "fail_badly",
+        accepts=_accepts,
+        prepare=_with_attempt,  # type: ignore[arg-type]
+        on_failed=_close_badly,  # type: ignore[arg-type]
+    )
+    return kinds
 
 
 def _sleep(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -48,8 +70,10 @@ def _fail(payload: dict[str, Any], progress: Progress) -> None:
 
 
 def _crash(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Die on a real signal while `attempt` <= `crash_attempts` (default: always)."""
-    progress({"about_to": "crash"})
+    """Die on a real signal while `attempt` <= `crash_attempts` (default: always); with `quiet`,
+    at once, its `Accepted` the last thing it sent."""
+    if not payload.get("quiet"):
+        progress({"about_to": "crash"})
     if payload["attempt"] <= payload.get("crash_attempts", 1_000):
         sig = signal.Signals[payload.get("signal", "SIGSEGV")]
         if sig == signal.SIGSEGV:
@@ -110,6 +134,8 @@ def child_handlers() -> dict[str, Handler]:
     return {
         "sleep": _sleep,
         "fail": _fail,
+        "fail_badly": _fail,
+        "huge": _sleep,
         "crash": _crash,
         "hang": _hang,
         "eat": _eat,

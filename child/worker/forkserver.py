@@ -9,7 +9,10 @@ The control protocol it speaks with the parent is `ipc.forkserver`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
+import itertools
 import os
 import signal
 import socket
@@ -34,6 +37,7 @@ def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; ^C reaches us too
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent()
+    _drop_inherited(control)
     # A process that forks must have no other thread; numpy's BLAS would start one on import.
     for variable in SINGLE_THREADED:
         os.environ[variable] = "1"
@@ -67,22 +71,72 @@ def _fork_adoptable(
 ) -> int:
     """Fork a child through an intermediate that exits at once, so the parent adopts the child."""
     read_pid, write_pid = os.pipe()
-    intermediate = os.fork()
-    if intermediate == 0:
+    try:
+        intermediate = os.fork()
+    except OSError:
         os.close(read_pid)
-        child = os.fork()
-        if child == 0:
-            os.close(write_pid)
-            theirs.close()
-            control.close()
-            _become_child(ours, supervisor_pid, threads, handlers)
-        os.write(write_pid, PID.pack(child))
-        os._exit(0)
+        os.close(write_pid)
+        raise
+    if intermediate == 0:
+        _intermediate(read_pid, write_pid, ours, theirs, control, supervisor_pid, threads, handlers)
     os.close(write_pid)
     os.waitpid(intermediate, 0)
     with os.fdopen(read_pid, "rb") as pipe:
-        (pid,) = PID.unpack(pipe.read(PID.size))
+        data = pipe.read(PID.size)
+    (pid,) = PID.unpack(data) if len(data) == PID.size else (-errno.EIO,)
+    if pid <= 0:
+        raise OSError(-pid, os.strerror(-pid))
     return int(pid)
+
+
+def _intermediate(
+    read_pid: int,
+    write_pid: int,
+    ours: socket.socket,
+    theirs: socket.socket,
+    control: socket.socket,
+    supervisor_pid: int,
+    threads: int,
+    handlers: dict[str, Handler],
+) -> NoReturn:
+    """Fork the child, report its pid (or the fork's errno, negated) and leave at once: an
+    intermediate that returned would serve the fork server's loop on a copy of its socket."""
+    try:
+        os.close(read_pid)
+        child = os.fork()
+    except OSError as error:
+        _write_pid(write_pid, -(error.errno or errno.EAGAIN))
+        os._exit(1)
+    except BaseException:
+        os._exit(1)
+    if child == 0:
+        os.close(write_pid)
+        theirs.close()
+        control.close()
+        _become_child(ours, supervisor_pid, threads, handlers)
+    _write_pid(write_pid, child)
+    os._exit(0)
+
+
+def _write_pid(write_pid: int, pid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.write(write_pid, PID.pack(pid))
+
+
+def _drop_inherited(control: socket.socket) -> None:
+    """Close whatever the parent had open when it forked us but the control socket.
+
+    A fork server restarted by a running host is a copy of a parent with database connections,
+    a LISTEN socket, SQLite's `.db`, `-wal` and `-shm` files and its children's sockets: none of
+    it may reach a child. The parent's objects that own those descriptors stay referenced from
+    the parent's frames below us and are never used here; only the descriptors go. The parent's
+    signal wake-up socket is let go first, so our own signals do not wake the parent's loop.
+    """
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    keep = sorted({0, 1, 2, control.fileno()})
+    for low, high in itertools.pairwise([*keep, os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)
 
 
 def _become_child(

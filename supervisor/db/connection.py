@@ -25,6 +25,15 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 CONNECT_TIMEOUT_SECONDS = 5
 #: A statement that runs longer than this is cancelled by the server; none of ours should.
 STATEMENT_TIMEOUT_MS = 30_000
+#: libpq options that make a connection whose server went silent (a half-open TCP connection)
+#: fail within about a minute instead of waiting for TCP to give up: every PostgreSQL
+#: connection of the host has them, the LISTEN one too.
+TCP_KEEPALIVES: dict[str, int] = {
+    "tcp_user_timeout": 15_000,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 
 
 class DatabaseUnavailable(Exception):
@@ -50,11 +59,7 @@ def connect(url: str, *, pool_size: int = 5) -> Engine:
         connect_args={
             "connect_timeout": CONNECT_TIMEOUT_SECONDS,
             "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-            # Fail a call whose server went silent instead of waiting for TCP to give up.
-            "tcp_user_timeout": 15_000,
-            "keepalives_idle": 10,
-            "keepalives_interval": 5,
-            "keepalives_count": 3,
+            **TCP_KEEPALIVES,
         },
     )
 

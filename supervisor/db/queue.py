@@ -198,6 +198,8 @@ def _claim_statement(dialect: str) -> Update:
             jobs.c.lease_expires_at < now,
             jobs.c.attempt < jobs.c.max_attempts,
             jobs.c.cancel_requested.is_(False),
+            # A host never rescues a job it holds itself: it would run it twice.
+            jobs.c.locked_by != bindparam("claimer"),
         )
         .order_by(jobs.c.lease_expires_at)
         .limit(limit)

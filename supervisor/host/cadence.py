@@ -19,9 +19,11 @@ ACTIVE_WINDOW_SECONDS = 60.0
 #: Each delay is stretched by up to this fraction (never shortened, so idle stays >= 15 s), so
 #: hosts started together drift apart instead of probing in lockstep.
 POLL_JITTER = 0.2
-#: How often a host reads its running jobs' rows for a cancel, in seconds: a little under the 5 s
-#: within which a cancel is promised to be seen, so the child's own stop fits inside it too.
-CANCEL_CHECK_SECONDS = 4.5
+#: How often a host reads its running jobs' rows for a cancel, in seconds (on SQLite the only
+#: way it hears of one): this plus the child's grace to stop (`CANCEL_GRACE_SECONDS`, 2 s)
+#: stays inside the 5 s within which a cancelled job is promised to end. The read is one
+#: indexed statement over the host's own jobs.
+CANCEL_CHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,21 @@ import socket
 
 import structlog
 
-from ipc.forkserver import READY, ForkServerError, read_ready, request_spawn, say_failed
+from ipc.forkserver import (
+    READY,
+    ForkRefused,
+    ForkServerGone,
+    read_ready,
+    request_spawn,
+    say_failed,
+)
 
 log = structlog.get_logger(__name__)
 
 #: Importing the child code and libvips takes well under this.
 READY_TIMEOUT_SECONDS = 30.0
+#: A spawn takes milliseconds; a fork server that does not answer within this is hung.
+SPAWN_TIMEOUT_SECONDS = 10.0
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -39,14 +48,24 @@ class ForkServer:
     def __init__(self, pid: int, control: socket.socket) -> None:
         self.pid = pid
         self._control = control
+        control.settimeout(SPAWN_TIMEOUT_SECONDS)
 
     @classmethod
     def start(cls) -> ForkServer:
-        """Fork the fork server and wait until it has imported the child code."""
+        """Fork the fork server and wait until it has imported the child code.
+
+        `ForkRefused` when the kernel refuses the fork, `ForkServerGone` when the new server
+        died or hung before it was ready, `ForkServerError` when it cannot load the child code.
+        """
         become_subreaper()
         ours, theirs = socket.socketpair()
         supervisor_pid = os.getpid()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as error:
+            ours.close()
+            theirs.close()
+            raise ForkRefused(f"cannot fork the fork server: {error.strerror}") from error
         if pid == 0:  # pragma: no cover - the fork server's side, tested through its children
             ours.close()
             try:
@@ -61,10 +80,16 @@ class ForkServer:
         theirs.close()
         if not select.select([ours], [], [], READY_TIMEOUT_SECONDS)[0]:
             os.kill(pid, signal.SIGKILL)
-            raise ForkServerError("the fork server did not start in time")
-        answer = ours.recv(4096)
+            ours.close()
+            raise ForkServerGone("the fork server did not start in time")
+        try:
+            answer = ours.recv(4096)
+        except OSError:
+            answer = b""
         if answer != READY:
-            os.waitpid(pid, 0)
+            ours.close()
+            if not answer:  # killed before it could say anything
+                raise ForkServerGone("the fork server died while starting")
         read_ready(answer)
         log.debug("fork server ready", pid=pid)
         return cls(pid, ours)
@@ -76,3 +101,9 @@ class ForkServer:
     def stop(self) -> None:
         """Close the control socket; the fork server exits when it reads the end of it."""
         self._control.close()
+
+    def kill(self) -> None:
+        """End a fork server that stopped answering (it is reaped like any child)."""
+        self._control.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)

@@ -26,9 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, event
 
-from ipc.forkserver import ForkServerError
+from ipc.forkserver import ForkRefused, ForkServerError, ForkServerGone
+from ipc.framing import encode
 from ipc.messages import (
     PROTOCOL_VERSION,
     Accepted,
@@ -38,6 +39,7 @@ from ipc.messages import (
     Failed,
     Hello,
     Progress,
+    ProtocolError,
     Run,
     Stop,
     ToParent,
@@ -50,7 +52,6 @@ from supervisor.host import scratch
 from supervisor.host.claim_ahead import ClaimAhead
 from supervisor.host.deaths import DELIBERATE_KILLS, OomCounter, death_cause
 from supervisor.host.drain import Drain
-from supervisor.host.forkserver import ForkServer
 from supervisor.host.health import DatabaseBackoff, SpawnBackoff
 from supervisor.host.inflight import InFlight
 from supervisor.host.lease import LeaseKeeper
@@ -70,7 +71,8 @@ EXIT_NO_ENGINE = 3
 CANCEL_GRACE_SECONDS = 2.0
 #: How often children's memory is read.
 MEMORY_CHECK_SECONDS = 1.0
-#: How long to wait for a new child's hello before the host gives up on it.
+#: How long to wait for the first child's hello before the host gives up on starting (later
+#: children are hung when silent for `stall_seconds`, like a child on a job).
 HELLO_TIMEOUT_SECONDS = 30.0
 #: How long finished jobs may wait to be acknowledged together (sooner with the next claim).
 ACK_DELAY_SECONDS = 0.05
@@ -115,8 +117,10 @@ class Host:
         self.ahead = ClaimAhead()
         self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log)
         self.timers = Timers()
-        self.spawning = SpawnBackoff(settings.restart_limit, settings.restart_window_seconds)
-        self.database = DatabaseBackoff()
+        self.spawning = SpawnBackoff(
+            settings.restart_limit, settings.restart_window_seconds, self.rand
+        )
+        self.database = DatabaseBackoff(self.rand)
         self.drain = Drain(settings.drain_seconds)
         self.oom = OomCounter()
         self.stopped = False
@@ -134,7 +138,8 @@ class Host:
     def run(self) -> int:
         """Claim and run jobs until told to stop; the exit status."""
         code = self.start()
-        if code:
+        if code or self.stopped:
+            self.pool.stop_fork_server()
             return code
         while not self.stopped:
             self.handle_signals()
@@ -147,41 +152,63 @@ class Host:
             self.with_database(self.renew_held)
             self.keep_children()
             self.with_database(self.claim_and_dispatch)
-            self.settler.retry_pending()
+            self.with_database(self.settler.retry_pending)
             self.check_done()
             self.wait()
         self.shutdown()
         return 0
 
     def start(self) -> int:
-        """Fork the fork server, check the image engine in a first child, then connect."""
+        """Fork the fork server, check the image engine in a first child, then connect.
+
+        0 when the host may claim (or was told to stop while it started: `stopped` is set).
+        """
         # First: a SIGTERM while the fork server starts must drain the host, not kill it.
         self.signals.queue_stops()
         scratch.sweep(self.settings.artifacts, self.log)
+        self.pool = Pool(
+            None, self.sizing.threads_per_child, self.settings.max_jobs_per_child, self.rand
+        )
         try:
-            fork_server = ForkServer.start()
+            first = self.spawn_first_child()
         except ForkServerError as error:
             return self.refuse(f"the image engine cannot load: {error}")
-        self.pool = Pool(
-            fork_server,
-            self.sizing.threads_per_child,
-            self.settings.max_jobs_per_child,
-            self.rand,
-        )
+        if first is None:
+            self.stopped = True
+            return 0
         self.signals.wake_on_signals()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
-        engine_error = self.check_engine()
+        engine_error = self.check_engine(first)
         if engine_error is not None:
             self.pool.kill_all("engine check failed")
             self.pool.wait_all(5.0)
-            self.pool.fork_server.stop()
+            self.pool.stop_fork_server()
             return self.refuse(engine_error)
         self.engine = connect(self.settings.database_url, pool_size=2)
+        event.listen(self.engine, "commit", self.database_answered)
         self.settler = Settler(self.engine, self.settings, self.kinds, self.log, self.clock)
         if is_postgres(self.engine):
-            self.listener = Listener(self.settings.database_url)
+            self.listener = Listener(self.settings.database_url, self.rand)
             self.listener.connect()
         return 0
+
+    def spawn_first_child(self) -> Child | None:
+        """The fork server and the first child; while forks fail, back off and try again.
+
+        None when a stop signal arrived meanwhile. A fork server that cannot load the child
+        code (`ForkServerError`) is not worth waiting for: it is raised.
+        """
+        while True:
+            try:
+                self.pool.ensure_fork_server()
+                child = self.pool.spawn(self.clock())
+            except (ForkServerGone, ForkRefused) as error:
+                delay = self.spawn_failed(self.clock(), error)
+                if self.signals.wait_for_stop(delay):
+                    return None
+            else:
+                self.spawning.forked()
+                return child
 
     def refuse(self, why: str) -> int:
         """A host whose children cannot work must not claim: say why and leave."""
@@ -189,10 +216,9 @@ class Host:
         print(f"supervisor run: {why}", file=sys.stderr, flush=True)
         return EXIT_NO_ENGINE
 
-    def check_engine(self) -> str | None:
-        """Start the first child and read its hello: None when it speaks our protocol and
-        computed with libvips, else why not."""
-        child = self.pool.spawn(self.clock())
+    def check_engine(self, child: Child) -> str | None:
+        """Read the first child's hello: None when it speaks our protocol and computed with
+        libvips, else why not."""
         deadline = self.clock() + HELLO_TIMEOUT_SECONDS
         hello: Hello | None = None
         while hello is None and self.clock() < deadline and not child.closed:
@@ -206,6 +232,7 @@ class Host:
             return f"the image engine cannot load: {hello.engine_error}"
         child.hello = hello
         self.log.info("image engine loaded", engine=hello.engine, child_pid=child.pid)
+        self.log.debug("child ready", child_pid=child.pid)
         return None
 
     # -- signals and the drain --------------------------------------------------------------
@@ -238,13 +265,16 @@ class Host:
     def reap_children(self) -> None:
         """Read each death once: its cause, then what it means for its job and for the host."""
         for child, pid, status in self.pool.reap():
-            if pid == self.pool.fork_server.pid:
+            if self.pool.fork_server_died(pid):
                 cause = death_cause(status, self.oom)
                 self.log.error("fork server died; starting a new one", cause=cause)
-                self.pool.fork_server = ForkServer.start()
                 continue
             if child is None:
-                continue  # an orphan we adopted as subreaper: nothing of ours
+                continue  # an orphan we adopted as subreaper, or an old fork server
+            # What it sent before dying counts: an `Accepted` still unread makes its death a
+            # crash of the job, a `Done` still unread finishes the job.
+            self.service(child)
+            self.pool.close(child)
             scratch.remove_child_scratch(self.settings.artifacts, pid)
             running, held = self.inflight.child_gone(child)
             self.settler.give_back(held)
@@ -276,22 +306,42 @@ class Host:
             )
 
     def keep_children(self) -> None:
-        """Keep one child per slot (none while draining, none during a spawn back-off)."""
+        """Keep a fork server and one child per slot (no children while draining, none during a
+        spawn back-off)."""
         now = self.clock()
         if self.drain.active or now < self.timers.spawn_after:
             return
         alive = [c for c in self.pool.children.values() if not (c.stopping or c.closed)]
-        for _ in range(self.sizing.slots - len(alive)):
-            try:
+        try:
+            if self.pool.ensure_fork_server():
+                self.log.info("fork server started", pid=self.pool.fork_server_pid)
+            for _ in range(self.sizing.slots - len(alive)):
                 self.pool.spawn(now)
-            except OSError as error:
-                self.log.error("cannot spawn a child", error=str(error))
-                self.timers.spawn_after = now + 1.0
-                return
+        except ForkServerError as error:
+            self.timers.spawn_after = now + self.spawn_failed(now, error)
+            return
+        if self.spawning.forked():
+            self.log.info("host healthy again: children spawn")
+
+    def spawn_failed(self, now: float, error: ForkServerError) -> float:
+        """A fork was refused or the fork server is gone: end it, back off; the delay."""
+        if not isinstance(error, ForkRefused):
+            self.pool.kill_fork_server()  # gone or hung: a new one is started on the next try
+        delay = self.spawning.fork_failed()
+        self.log.error(
+            "host unhealthy: cannot spawn a child; spawning backs off",
+            error=str(error),
+            backoff_seconds=round(delay, 2),
+            failures=self.spawning.fork_failures,
+        )
+        return delay
 
     def kill_stalled(self) -> None:
-        """Kill children that did not stop when asked, and children hung on their job."""
+        """Kill children that did not stop when asked, children hung on their job, and new
+        children that never said hello."""
         now = self.clock()
+        for child in self.pool.silent_since_spawn(now - self.settings.stall_seconds):
+            self.pool.kill(child, "hung", f"no hello within {self.settings.stall_seconds:g} s")
         for running in self.inflight.running():
             if running.stopping is not None and running.stopping_since is not None:
                 if now - running.stopping_since > CANCEL_GRACE_SECONDS:
@@ -343,9 +393,17 @@ class Host:
             step()
         except DatabaseUnavailable as error:
             delay = self.database.failed(now)
-            self.log.warning("database unavailable; retrying", error=str(error), retry_in=delay)
-        else:
-            self.database.succeeded()
+            self.log.warning(
+                "host unhealthy: waiting for the database",
+                error=str(error),
+                retry_in=round(delay, 2),
+                failures=self.database.failures,
+            )
+
+    def database_answered(self, _conn: Connection) -> None:
+        """A transaction committed: the database is there (an engine `commit` event)."""
+        if self.database.succeeded():
+            self.log.info("database reachable again")
 
     def check_cancels(self) -> None:
         """Stop the jobs whose build was cancelled (read every few seconds, at once on NOTIFY)."""
@@ -429,9 +487,16 @@ class Host:
         running = self.inflight.start_next(child, self.clock())
         if running is None:
             return
-        running.log.info("job started")
         job = running.job
-        self.pool.send(child, Run(job.id, job.kind, job.attempt, running.payload))
+        try:
+            frame = encode(Run(job.id, job.kind, job.attempt, running.payload))
+        except ProtocolError as error:  # too large for a frame: it would never fit
+            self.inflight.finished(running)
+            self.settler.refuse(running, f"cannot hand the job to a child: {error}")
+            self.dispatch(child)
+            return
+        running.log.info("job started")
+        self.pool.send_frame(child, frame)
 
     # -- waiting and messages ---------------------------------------------------------------
 
@@ -488,6 +553,7 @@ class Host:
             self.pool.kill(child, "protocol error", _version_mismatch(hello))
             return
         child.hello = hello
+        self.log.debug("child ready", child_pid=child.pid)
         self.timers.poll_at = min(self.timers.poll_at, self.clock())
 
     def on_job_message(self, running: Running, message: ToParent) -> None:
@@ -531,7 +597,13 @@ class Host:
                 self.stopped = True
             elif self.drain.over(self.clock()):
                 self.release_all()
-                self.stopped = not self.settler.busy
+                self.stopped = True
+                if self.settler.busy:
+                    self.log.warning(
+                        "leaving with settlements unrecorded; the database is away and their "
+                        "leases will expire",
+                        unrecorded=self.settler.unrecorded,
+                    )
             return
         idle = not (self.inflight.is_running or self.inflight.is_holding or self.settler.busy)
         if self.settings.exit_when_idle and self.found_nothing and idle:
@@ -553,7 +625,7 @@ class Host:
 
     def shutdown(self) -> None:
         """Let idle children leave, kill any left, and remove their scratch."""
-        self.pool.fork_server.stop()
+        self.pool.stop_fork_server()
         for child in list(self.pool.children.values()):
             self.pool.stop(child, Stop())
         reaped = self.pool.wait_all(3.0)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import psutil
 import structlog
 
+from ipc.forkserver import ForkServerGone
 from ipc.framing import FrameReader, encode
 from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
 from supervisor.host.deaths import Kill, KillReason
@@ -64,19 +65,62 @@ class Pool:
 
     def __init__(
         self,
-        fork_server: ForkServer,
+        fork_server: ForkServer | None,
         threads: int,
         max_jobs_per_child: int,
         rand: random.Random,
     ) -> None:
+        #: None until started, and from its death until a new one is started.
         self.fork_server = fork_server
         self.threads = threads
         self.max_jobs_per_child = max_jobs_per_child
         self.rand = rand
         self.children: dict[int, Child] = {}
 
+    # -- the fork server --------------------------------------------------------------------
+
+    def ensure_fork_server(self) -> bool:
+        """Start a fork server if there is none; True when one was started.
+
+        Raises what `ForkServer.start` raises: a refused fork, a server that died starting, or
+        one that cannot load the child code.
+        """
+        if self.fork_server is not None:
+            return False
+        self.fork_server = ForkServer.start()
+        return True
+
+    @property
+    def fork_server_pid(self) -> int | None:
+        return self.fork_server.pid if self.fork_server else None
+
+    def fork_server_died(self, pid: int) -> bool:
+        """Whether reaped `pid` was the current fork server (then there is none until the next
+        `ensure_fork_server`)."""
+        if self.fork_server is None or pid != self.fork_server.pid:
+            return False
+        self.fork_server.stop()
+        self.fork_server = None
+        return True
+
+    def kill_fork_server(self) -> None:
+        """End a fork server that stopped answering; a new one is started on the next try."""
+        if self.fork_server is not None:
+            self.fork_server.kill()
+            self.fork_server = None
+
+    def stop_fork_server(self) -> None:
+        """Let the fork server leave (the host is stopping)."""
+        if self.fork_server is not None:
+            self.fork_server.stop()
+            self.fork_server = None
+
+    # -- children ---------------------------------------------------------------------------
+
     def spawn(self, now: float) -> Child:
         """Ask the fork server for a child; its jobs-before-recycling are jittered."""
+        if self.fork_server is None:
+            raise ForkServerGone("no fork server is running")
         pid, sock = self.fork_server.spawn(self.threads)
         sock.setblocking(False)
         jitter = self.rand.uniform(0.8, 1.0)
@@ -85,11 +129,23 @@ class Pool:
         log.debug("child spawned", child_pid=pid)
         return child
 
+    def silent_since_spawn(self, cutoff: float) -> list[Child]:
+        """Children spawned before `cutoff` that never said hello (and were not killed yet)."""
+        return [
+            child
+            for child in self.children.values()
+            if child.hello is None and child.killed is None and child.spawned_at < cutoff
+        ]
+
     def send(self, child: Child, message: ToChild) -> bool:
         """Send a message; False if the child is gone (its death is read when it is reaped)."""
+        return self.send_frame(child, encode(message))
+
+    def send_frame(self, child: Child, frame: bytes) -> bool:
+        """Send an encoded message (see `send`)."""
         try:
             child.sock.setblocking(True)
-            child.sock.sendall(encode(message))
+            child.sock.sendall(frame)
         except OSError:
             child.closed = True
             return False
@@ -135,7 +191,11 @@ class Pool:
         self.send(child, send)
 
     def reap(self) -> list[tuple[Child | None, int, int]]:
-        """Every child that exited: (our record of it or None for a stranger, pid, wait status)."""
+        """Every child that exited: (our record of it or None for a stranger, pid, wait status).
+
+        A reaped child's socket stays open, so what it sent before it died can still be read;
+        `close` it after.
+        """
         reaped: list[tuple[Child | None, int, int]] = []
         while True:
             try:
@@ -148,10 +208,12 @@ class Pool:
                 raise
             if pid == 0:
                 return reaped
-            child = self.children.pop(pid, None)
-            if child is not None:
-                child.sock.close()
-            reaped.append((child, pid, status))
+            reaped.append((self.children.pop(pid, None), pid, status))
+
+    def close(self, child: Child) -> None:
+        """Close a reaped child's socket."""
+        child.closed = True
+        child.sock.close()
 
     def rss_bytes(self, child: Child) -> int:
         """Resident memory of the child and everything it started."""
@@ -177,4 +239,7 @@ class Pool:
         while self.children and time.monotonic() < deadline:
             time.sleep(0.01)
             reaped += self.reap()
+        for child, _pid, _status in reaped:
+            if child is not None:
+                self.close(child)
         return reaped

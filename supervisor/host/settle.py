@@ -4,7 +4,8 @@ Each way a job can end is one method and one transaction, fenced by the job's le
 the job's completion commit together or not at all, and a host that lost the lease records
 nothing. When the database is away at the moment a job ends, the settlement waits in `pending`
 and is tried again (the lease usually outlives a database restart; if not, the fence refuses it
-and the job's new owner runs it).
+and the job's new owner runs it). A settlement that raises anything else (a bug, a kind's hook
+that cannot do its part) retries or fails that one job with the error; the host goes on.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class Settler:
             return None
         if not _accepts(kind, job.data):
             queue.fail(conn, job.lease, "malformed job")
-            kind.on_failed(conn, job, "malformed job", self.settings.artifacts)
+            self._on_failed(conn, job, kind, "malformed job", job_log)
             job_log.warning("job finished", outcome="dropped", error="malformed job")
             return None
         try:
@@ -190,29 +191,74 @@ class Settler:
         """A job whose cancel was asked stopped (or never started): record it cancelled."""
         self._settle(running, lambda: self._cancel(running))
 
+    def refuse(self, running: Running, error: str) -> None:
+        """Fail a job that can never run (its payload cannot be handed to a child), for good."""
+        running.log.error("cannot run job", error=error)
+        self._settle(running, lambda: self._fail(running, error))
+
     @property
     def busy(self) -> bool:
         """Jobs that ended but are not recorded yet."""
         return bool(self.pending or self.completions)
 
+    @property
+    def unrecorded(self) -> int:
+        """How many ended jobs are not recorded yet."""
+        return len(self.pending) + len(self.completions)
+
     def retry_pending(self) -> None:
-        """Try again the settlements that met a database outage (at most once a second)."""
+        """Try again the settlements that met a database outage (at most once a second).
+
+        `DatabaseUnavailable` when the database is still away: the rest wait for the next try.
+        """
         now = self.clock()
         if not self.pending or now < self._pending_at:
             return
         self._pending_at = now + PENDING_RETRY_SECONDS
         waiting, self.pending = self.pending, []
-        for running, settle in waiting:
-            self._settle(running, settle)
+        for index, (running, settle) in enumerate(waiting):
+            try:
+                outcome = self._attempt(running, settle)
+            except DatabaseUnavailable:
+                self.pending = waiting[index:] + self.pending
+                raise
+            self._report(running, outcome)
 
     def _settle(self, running: Running, settle: Callable[[], JobOutcome]) -> None:
         try:
-            outcome = settle()
+            outcome = self._attempt(running, settle)
         except DatabaseUnavailable as error:
             running.log.warning("cannot settle job yet; database unavailable", error=str(error))
             self.pending.append((running, settle))
             return
         self._report(running, outcome)
+
+    def _attempt(self, running: Running, settle: Callable[[], JobOutcome]) -> JobOutcome:
+        """Run a settlement; one that raises (not an outage) retries or fails the job instead."""
+        try:
+            return settle()
+        except DatabaseUnavailable:
+            raise
+        except Exception as error:
+            running.log.exception("cannot settle job", error=str(error))
+            return self._settle_after_error(running, f"cannot settle the job: {error}")
+
+    def _settle_after_error(self, running: Running, error: str) -> JobOutcome:
+        """Retry or fail the job with `error`; if even that raises, end it without its kind's
+        bookkeeping (logged), so that no host meets the same error on every lease expiry."""
+        try:
+            with transaction(self.engine) as conn:
+                return self._retry_or_fail(conn, running.job, running.kind, error, running.log)
+        except DatabaseUnavailable:
+            raise
+        except Exception as second:
+            running.log.exception("cannot record the job's failure", error=str(second))
+        with transaction(self.engine) as conn:
+            job = running.job
+            if job.final_attempt:
+                return "failed" if queue.fail(conn, job.lease, error) else "lost"
+            delay = self._backoff(job)
+            return "retried" if queue.retry(conn, job.lease, error, delay) else "lost"
 
     def _report(self, running: Running, outcome: JobOutcome, **facts: Any) -> None:
         seconds = round(self.clock() - running.started_at, 3)
@@ -269,7 +315,7 @@ class Settler:
         if job.final_attempt:
             if not queue.fail(conn, job.lease, error):
                 return "lost"
-            kind.on_failed(conn, job, error, self.settings.artifacts)
+            self._on_failed(conn, job, kind, error, job_log)
             job_log.error("job failed on its last attempt", error=error)
             return "failed"
         delay = self._backoff(job)
@@ -297,6 +343,27 @@ class Settler:
                 return "lost"
         running.log.warning("child crashed on the job; retrying", cause=cause, crashes=len(causes))
         return "retried"
+
+    def _fail(self, running: Running, error: str) -> JobOutcome:
+        job = running.job
+        with transaction(self.engine) as conn:
+            if not queue.fail(conn, job.lease, error):
+                return "lost"
+            self._on_failed(conn, job, running.kind, error, running.log)
+        return "failed"
+
+    def _on_failed(
+        self, conn: Connection, job: Job, kind: Kind, error: str, job_log: BoundLogger
+    ) -> None:
+        """The kind's bookkeeping for a failed job, in a savepoint: when it raises, the job's
+        failure is still recorded (and the error logged) instead of rolled back with it."""
+        try:
+            with conn.begin_nested():
+                kind.on_failed(conn, job, error, self.settings.artifacts)
+        except Exception as hook_error:
+            if isinstance(hook_error, DBAPIError) and connection_lost(hook_error):
+                raise
+            job_log.exception("cannot close the failed job's build", error=str(hook_error))
 
     def _cancel(self, running: Running) -> JobOutcome:
         with transaction(self.engine) as conn:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import time
 from collections import deque
 
 #: The signals that stop a host: the first drains it, a second releases everything at once.
@@ -29,13 +30,23 @@ class Signals:
             signal.signal(number, lambda received, _frame: self._queued.append(received))
 
     def wake_on_signals(self) -> None:
-        """Make signals (SIGCHLD included) wake the loop. Called after the fork server is forked,
-        so that neither it nor the children hold the parent's socket."""
+        """Make signals (SIGCHLD included) wake the loop. Called after the first fork server is
+        forked; one restarted later lets the socket go (`child.worker.forkserver`)."""
         self._wakeup_read, self._wakeup_write = socket.socketpair()
         self._wakeup_write.setblocking(False)
         self._wakeup_read.setblocking(False)
         signal.set_wakeup_fd(self._wakeup_write.fileno(), warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, lambda _received, _frame: None)
+
+    def wait_for_stop(self, seconds: float) -> bool:
+        """Sleep up to `seconds` (before the loop runs); True as soon as a stop signal is queued."""
+        deadline = time.monotonic() + seconds
+        while not self._queued:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(left, 0.05))
+        return True
 
     def pop(self) -> signal.Signals | None:
         """The oldest queued stop signal, if any."""

@@ -1,24 +1,32 @@
 """LISTEN/NOTIFY wake-up on PostgreSQL: an idle host hears of new work within milliseconds.
 
 The listening connection is the host's only long-lived one. When it drops (a database restart),
-`Listener` says so and the host falls back to the poll cadence until `keep()` reconnects.
-SQLite has no notifications; there the listener is absent and the host polls.
+`Listener` says so and the host falls back to the poll cadence until `keep()` reconnects, each
+failed try waiting longer (with jitter, to a cap) so that a database that is away for long is
+not asked twice a second. It has the main engine's TCP keepalives, so a half-open connection is
+noticed within a minute. SQLite has no notifications; there the listener is absent and the
+host polls.
 """
 
 from __future__ import annotations
+
+import random
 
 import psycopg
 import structlog
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from supervisor.db.connection import CONNECT_TIMEOUT_SECONDS
+from supervisor.db.connection import CONNECT_TIMEOUT_SECONDS, TCP_KEEPALIVES
 from supervisor.db.queue import CHANNEL
+from supervisor.host.health import exponential
 
 log = structlog.get_logger(__name__)
 
-#: How long a host waits between tries to reopen a dropped listening connection.
-RECONNECT_SECONDS = 2.0
+#: The first wait before reopening a dropped listening connection, doubled per failed try ...
+RECONNECT_FIRST_SECONDS = 2.0
+#: ... up to this (the poll cadence covers for it meanwhile).
+RECONNECT_MAX_SECONDS = 60.0
 
 
 def libpq_conninfo(url: str) -> str:
@@ -29,10 +37,12 @@ def libpq_conninfo(url: str) -> str:
 class Listener:
     """A connection that LISTENs on the queue channel; `fileno()` goes into the host's select."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, rand: random.Random) -> None:
         self._conninfo = libpq_conninfo(url)
+        self._rand = rand
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._reconnect_at = 0.0
+        self._failures = 0
 
     @property
     def connected(self) -> bool:
@@ -44,22 +54,29 @@ class Listener:
         self.close()
         try:
             conn = psycopg.connect(
-                self._conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS
+                self._conninfo,
+                autocommit=True,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                **TCP_KEEPALIVES,  # type: ignore[arg-type]
             )
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
         except psycopg.Error as error:
+            self._failures += 1
             log.warning("listen connection failed", error=str(error).strip())
             return False
         self._conn = conn
+        self._failures = 0
         return True
 
     def keep(self, now: float) -> bool:
-        """Reopen a dropped connection, at most every `RECONNECT_SECONDS`; True when it did
-        (the host then polls at once: it may have missed a NOTIFY meanwhile)."""
+        """Reopen a dropped connection once its back-off passed; True when it did (the host
+        then polls at once: it may have missed a NOTIFY meanwhile)."""
         if self.connected or now < self._reconnect_at:
             return False
-        self._reconnect_at = now + RECONNECT_SECONDS
         if not self.connect():
+            self._reconnect_at = now + exponential(
+                self._failures, RECONNECT_FIRST_SECONDS, RECONNECT_MAX_SECONDS, self._rand
+            )
             return False
         log.info("listening again")
         return True

@@ -131,6 +131,17 @@ def test_expired_lease_is_rescued_by_the_claim(engine: Engine) -> None:
     assert (rescued.id, rescued.attempt, rescued.locked_by) == (job.id, 2, "host-b")
 
 
+def test_a_host_never_rescues_a_job_it_holds_itself(engine: Engine) -> None:
+    """A job held ahead whose lease ran out is still in the host's hands: claiming it again
+    would hand it to a second child. Another host may rescue it."""
+    enqueue(engine)
+    [held] = claim(engine, "host-a")
+    expire_lease(engine, held.id)
+    assert claim(engine, "host-a") == []
+    [rescued] = claim(engine, "host-b")
+    assert (rescued.id, rescued.attempt) == (held.id, 2)
+
+
 def test_expired_lease_on_the_final_attempt_fails_the_job(engine: Engine) -> None:
     (job_id,) = enqueue(engine, 1, max_attempts=1)
     claim(engine)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import random
 import select
 import threading
 import time
@@ -85,7 +86,7 @@ def test_claim_never_gives_one_job_to_two_hosts(database_url: str, engine: Engin
 
 def test_notify_wakes_a_waiting_host_at_once(postgres_url: str) -> None:
     engine = connect(postgres_url)
-    listener = Listener(postgres_url)
+    listener = Listener(postgres_url, random.Random(0))
     assert listener.connect()
     fileno = listener.fileno()
     assert fileno is not None
@@ -131,7 +132,7 @@ def test_database_going_away_mid_call_is_a_clear_retryable_error(
 
 
 def test_listener_falls_back_when_its_connection_drops(own_postgres: TemporaryPostgres) -> None:
-    listener = Listener(own_postgres.url)
+    listener = Listener(own_postgres.url, random.Random(0))
     assert listener.connect()
     own_postgres.restart()
     fileno = listener.fileno()

@@ -1,0 +1,224 @@
+"""Faults of the host's own parts, which must cost no job and never end the host: forks that
+the kernel refuses, a fork server that dies, children that never say hello, a child that dies
+right after acknowledging its job, a payload too large to hand over, a kind whose bookkeeping
+raises. Real processes, real signals, a real pids cgroup; PostgreSQL and SQLite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from sqlalchemy import Engine
+
+from tests.hosts import FAST, HostProcess, StartHost, ended, enqueue, wait_for
+
+PIDS_CGROUPS = Path("/sys/fs/cgroup/pids")
+
+
+def fork_server_of(host: HostProcess) -> psutil.Process:
+    """The host's fork server: its one child that is not a session leader (children call
+    setsid, the fork server does not)."""
+
+    def find() -> psutil.Process | None:
+        for process in psutil.Process(host.pid).children():
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getsid(process.pid) != process.pid and process.status() != "zombie":
+                    return process
+        return None
+
+    return wait_for(find)
+
+
+def ready_children(host: HostProcess, count: int) -> list[int]:
+    """Pids of `count` children that said hello (each logs `child ready`)."""
+
+    def ready() -> list[int] | None:
+        pids = [int(event["child_pid"]) for event in host.events("child ready")]
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        return alive[-count:] if len(alive) >= count else None
+
+    return wait_for(ready)
+
+
+@contextlib.contextmanager
+def pids_cgroup(name: str) -> Iterator[Path]:
+    """A pids cgroup of our own (cgroup v1 or v2); skips where none can be made. Processes in
+    it are moved back to the root when it is removed."""
+    root = PIDS_CGROUPS if PIDS_CGROUPS.is_dir() else Path("/sys/fs/cgroup")
+    group = root / f"storyshelf-test-{name}-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text("max")
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        pytest.skip(f"no writable pids cgroup to refuse forks with: {error}")
+    try:
+        yield group
+    finally:
+        with contextlib.suppress(OSError):
+            (group / "pids.max").write_text("max")
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (root / "cgroup.procs").write_text(pid)
+        wait_for(lambda: not (group / "cgroup.procs").read_text().strip(), timeout=10)
+        group.rmdir()
+
+
+def confine(group: Path, pid: int, limit: int | str) -> None:
+    """Move `pid` into `group` and cap the tasks the group may have."""
+    (group / "cgroup.procs").write_text(str(pid))
+    (group / "pids.max").write_text(str(limit))
+
+
+@pytest.mark.parametrize(
+    ("refused", "headroom"),
+    [("the fork server's fork", 0), ("the intermediate's fork", 1)],
+)
+def test_refused_forks_back_off_and_recover(
+    engine: Engine, start_host: StartHost, refused: str, headroom: int
+) -> None:
+    """With no room for a fork (or room for the intermediate only, whose own fork then fails),
+    the host says it is unhealthy, keeps going, and spawns again once forks work."""
+    host = start_host(*FAST, "--concurrency", "1")
+    [child] = ready_children(host, 1)
+    fork_server = fork_server_of(host)
+    with pids_cgroup("refuse") as group:
+        confine(group, fork_server.pid, 1 + headroom)
+        os.kill(child, signal.SIGKILL)
+        unhealthy = host.wait_for_event("host unhealthy: cannot spawn a child; spawning backs off")
+        assert "could not fork" in unhealthy["error"], unhealthy
+        job_id = enqueue(engine, "sleep", {"seconds": 0.1})
+        time.sleep(1.5)
+        assert host.process.poll() is None, host.log_tail()
+        assert len(host.events("host unhealthy: cannot spawn a child; spawning backs off")) >= 2
+        assert fork_server.is_running() and fork_server.children() == [], (
+            "no intermediate is left serving the fork server's socket"
+        )
+        (group / "pids.max").write_text("max")
+        assert ended(engine, job_id)["status"] == "completed"
+    host.wait_for_event("host healthy again: children spawn")
+    assert host.stop() == 0
+
+
+def test_a_fork_server_that_cannot_be_restarted_is_retried(
+    engine: Engine, start_host: StartHost
+) -> None:
+    """The fork server dies while the host itself may not fork: the host waits it out."""
+    host = start_host(*FAST, "--concurrency", "1")
+    [child] = ready_children(host, 1)
+    fork_server = fork_server_of(host)
+    with pids_cgroup("restart") as group:
+        confine(group, host.pid, 1)
+        fork_server.kill()
+        os.kill(child, signal.SIGKILL)
+        unhealthy = host.wait_for_event("host unhealthy: cannot spawn a child; spawning backs off")
+        assert "cannot fork the fork server" in unhealthy["error"], unhealthy
+        job_id = enqueue(engine, "sleep", {"seconds": 0.1})
+        time.sleep(1.0)
+        assert host.process.poll() is None, host.log_tail()
+        (group / "pids.max").write_text("max")
+        assert ended(engine, job_id)["status"] == "completed"
+    assert host.stop() == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_fork_server_killed_around_a_spawn_is_replaced(
+    engine: Engine, start_host: StartHost, sig: signal.Signals
+) -> None:
+    """The fork server dies at the moment a child must be replaced, again and again."""
+    host = start_host(*FAST, "--concurrency", "2")
+    for _ in range(4):
+        children = ready_children(host, 2)
+        fork_server = fork_server_of(host)
+        fork_server.send_signal(sig)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        wait_for(lambda old=fork_server.pid: fork_server_of(host).pid != old)  # type: ignore[misc]
+    ids = [enqueue(engine, "sleep", {"seconds": 0.1}) for _ in range(6)]
+    assert {ended(engine, job_id)["status"] for job_id in ids} == {"completed"}
+    assert len(host.events("fork server started")) >= 2
+    assert host.process.poll() is None
+    assert host.stop() == 0
+
+
+def test_a_child_that_never_says_hello_is_killed_and_replaced(
+    engine: Engine, database_url: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "silent"
+    os.environ["SILENT_CHILDREN_MARKER"] = str(marker)
+    host = HostProcess(
+        database_url,
+        tmp_path / "artifacts",
+        *FAST,
+        "--concurrency",
+        "1",
+        plugins="tests.kinds,tests.silent_children",
+    )
+    try:
+        [child] = ready_children(host, 1)
+        marker.touch()
+        os.kill(child, signal.SIGKILL)
+        killed = host.wait_for_event("killing child", reason="hung (no hello within 3 s)")
+        assert killed["child_pid"] != child
+        job_id = enqueue(engine, "sleep", {"seconds": 0.1})
+        marker.unlink()
+        assert ended(engine, job_id, timeout=60)["status"] == "completed"
+        assert host.stop() == 0
+    finally:
+        del os.environ["SILENT_CHILDREN_MARKER"]
+        if host.process.poll() is None:
+            host.process.kill()
+
+
+def test_a_child_that_dies_right_after_accepting_counts_a_crash(
+    engine: Engine, start_host: StartHost
+) -> None:
+    """Its `Accepted` may still be unread when its death is (the host was busy settling other
+    jobs): the death is a crash of the job all the same, never a death before the job."""
+    busy = [enqueue(engine, "sleep", {"seconds": 0.02}) for _ in range(40)]
+    crashing = [
+        enqueue(engine, "crash", {"signal": "SIGKILL", "quiet": True}, max_attempts=10)
+        for _ in range(10)
+    ]
+    host = start_host(*FAST, "--max-crashes", "1")
+    for job_id in crashing:
+        row = ended(engine, job_id, timeout=60)
+        assert (row["status"], row["crashes"]) == ("failed", 1), row
+    assert {ended(engine, job_id)["status"] for job_id in busy} == {"completed"}
+    assert host.events("child died before accepting the job; giving it back") == []
+
+
+def test_a_payload_too_large_for_a_frame_fails_its_job_only(
+    engine: Engine, start_host: StartHost
+) -> None:
+    huge = enqueue(engine, "huge", {})
+    fine = enqueue(engine, "sleep", {"seconds": 0.1})
+    host = start_host(*FAST)
+    row = ended(engine, huge)
+    assert row["status"] == "failed"
+    assert row["error"].startswith("cannot hand the job to a child: run message of")
+    assert "exceeds" in row["error"]
+    assert row["attempt"] == 1, "a payload that cannot fit is not retried"
+    assert ended(engine, fine)["status"] == "completed"
+    assert host.process.poll() is None
+
+
+def test_bookkeeping_that_raises_fails_the_job_and_the_host_goes_on(
+    engine: Engine, start_host: StartHost
+) -> None:
+    broken = enqueue(engine, "fail_badly", {}, max_attempts=1)
+    host = start_host(*FAST)
+    row = ended(engine, broken)
+    assert row["status"] == "failed"
+    assert host.wait_for_event("cannot close the failed job's build")
+    after = enqueue(engine, "sleep", {"seconds": 0.1})
+    assert ended(engine, after)["status"] == "completed"
+    assert host.process.poll() is None
