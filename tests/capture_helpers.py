@@ -2,7 +2,8 @@
 
 `run_jobs` plays the host's part of DESIGN section 3 without children: claim, `prepare` in a
 transaction, the child's `capture.run` in this process, then ack and `record` in one
-transaction (nothing recorded when the ack finds the job no longer ours).
+transaction (nothing recorded when the ack finds the job no longer ours), and the report of a
+build that ended, after the commit.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import Engine
 from child.capture import shard as capture
 from supervisor.builds import capture as capture_kind
 from supervisor.builds import uploads
+from supervisor.builds.report import publish_report
 from supervisor.commands import main as cli
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
@@ -52,13 +54,16 @@ def prepare(engine: Engine, job: queue.Job, artifacts: Path) -> dict[str, Any]:
 
 
 def settle(engine: Engine, job: queue.Job, result: Any, artifacts: Path) -> bool:
-    """Ack and record in one transaction, as the host does; False (and nothing written) when lost."""
+    """Ack and record in one transaction, then write the report of a build that ended, as the
+    host does; False (and nothing written) when lost."""
     with engine.connect() as conn, conn.begin() as tx:
         if not queue.ack(conn, job.lease):
             tx.rollback()
             return False
-        capture_kind.record(conn, job, result, artifacts)
-        return True
+        closed = capture_kind.record(conn, job, result, artifacts)
+    if closed == "finalized":
+        publish_report(engine, job.data["build_id"], artifacts)
+    return True
 
 
 def run_jobs(engine: Engine, artifacts: Path) -> None:

@@ -1,18 +1,19 @@
 """The parent's side of a `capture` job: one shard of a build's snapshots.
 
-The child diffs; this module does what needs the database. `prepare` resolves each snapshot's
-baseline when the job starts (not when it was queued, so a build queued while its baseline
-build ran still diffs against it) and hands the child everything in the payload. `record`
+The child diffs; this module does what needs the database. Each snapshot's baseline was fixed
+when the build was created (`supervisor.builds.baselines`) and rides in the job's data, so
+`prepare` only marks the shard and build started and adds the project's diff options. `record`
 writes the child's results and closes the shard in the transaction that acknowledges the job,
 and the build ends with its last shard (`supervisor.builds.reduce`).
 
-Job data: `{"build_id": int, "shard_id": int, "snapshots": [{"name", "image", "sha256"}]}`.
+Job data: `{"build_id": int, "shard_id": int, "snapshots": [{"name", "image", "sha256",
+"baseline"}]}`, `baseline` being None or `{"id", "image", "sha256"}` of the baseline snapshot.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import structlog
 from sqlalchemy import Connection, func, insert, select, update
 
 from supervisor.builds.kinds import Kind, Payload
-from supervisor.builds.projects import ProjectSettings, load_settings
+from supervisor.builds.projects import load_settings
 from supervisor.builds.reduce import ReduceOutcome, reduce_build
 from supervisor.db.queue import Job
 from supervisor.db.tables import (
@@ -34,8 +35,6 @@ from supervisor.db.tables import (
 log = structlog.get_logger(__name__)
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-#: Names looked up per baseline query, well under SQLite's bound-parameter limit.
-BASELINE_QUERY_NAMES = 500
 #: The keys of each snapshot result the child sends back.
 RESULT_FIELDS = (
     "name",
@@ -63,15 +62,28 @@ def _is_relative_path(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and not value.startswith(("/", "\\"))
 
 
-def _is_snapshot(value: Any) -> bool:
+def _is_image(value: Any, fields: set[str]) -> bool:
     return (
         isinstance(value, Mapping)
-        and set(value) == {"name", "image", "sha256"}
-        and isinstance(value["name"], str)
-        and bool(value["name"])
+        and set(value) == fields
         and _is_relative_path(value["image"])
         and isinstance(value["sha256"], str)
         and SHA256.fullmatch(value["sha256"]) is not None
+    )
+
+
+def _is_snapshot(value: Any) -> bool:
+    return (
+        _is_image(value, {"name", "image", "sha256", "baseline"})
+        and isinstance(value["name"], str)
+        and bool(value["name"])
+        and (
+            value["baseline"] is None
+            or (
+                _is_image(value["baseline"], {"id", "image", "sha256"})
+                and _is_id(value["baseline"]["id"])
+            )
+        )
     )
 
 
@@ -88,7 +100,7 @@ def accepts(data: Any) -> bool:
 
 
 def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
-    """Mark the shard and build started and build the child's payload, baselines resolved now."""
+    """Mark the shard and build started and build the child's payload (baselines as queued)."""
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
     project_id = conn.execute(
         select(builds.c.project_id).where(builds.c.id == build_id)
@@ -97,9 +109,9 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
         raise LookupError(f"capture job {job.id}: no build with id {build_id}")
     settings = load_settings(conn, project_id)
     _mark_started(conn, build_id, shard_id)
-    names = [shot["name"] for shot in job.data["snapshots"]]
-    baselines = find_baselines(conn, settings, names)
-    log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=len(baselines))
+    shots = job.data["snapshots"]
+    baselines = sum(1 for shot in shots if shot["baseline"] is not None)
+    log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=baselines)
     return {
         "artifacts": str(artifacts.resolve()),
         "build_id": build_id,
@@ -111,9 +123,7 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
             "count_aa": settings.count_aa,
             "budget_pixels": settings.budget_pixels,
         },
-        "snapshots": [
-            {**shot, "baseline": baselines.get(shot["name"])} for shot in job.data["snapshots"]
-        ],
+        "snapshots": shots,
     }
 
 
@@ -135,52 +145,7 @@ def _mark_started(conn: Connection, build_id: int, shard_id: int) -> None:
     )
 
 
-def find_baselines(
-    conn: Connection, settings: ProjectSettings, names: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """Each name's baseline: its snapshot in the latest accepted build of the baseline branch.
-
-    A snapshot that failed there is no baseline (there is nothing to compare with); the name
-    then falls back to the latest accepted build where it did not fail.
-    """
-    found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(names), BASELINE_QUERY_NAMES):
-        found.update(_baselines_of(conn, settings, names[start : start + BASELINE_QUERY_NAMES]))
-    return found
-
-
-def _baselines_of(
-    conn: Connection, settings: ProjectSettings, names: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    newest_first = func.row_number().over(
-        partition_by=snapshots.c.name, order_by=(builds.c.accepted_at.desc(), builds.c.id.desc())
-    )
-    ranked = (
-        select(
-            snapshots.c.name,
-            snapshots.c.id,
-            snapshots.c.image_path,
-            snapshots.c.image_sha256,
-            newest_first.label("rank"),
-        )
-        .join(builds, builds.c.id == snapshots.c.build_id)
-        .where(
-            builds.c.project_id == settings.id,
-            builds.c.branch == settings.baseline_branch,
-            builds.c.accepted_at.is_not(None),
-            snapshots.c.status != "failed",
-            snapshots.c.name.in_(names),
-        )
-        .subquery()
-    )
-    rows = conn.execute(select(ranked).where(ranked.c.rank == 1))
-    return {
-        row.name: {"id": row.id, "image": row.image_path, "sha256": row.image_sha256}
-        for row in rows
-    }
-
-
-def record(conn: Connection, job: Job, result: Any, artifacts: Path) -> None:
+def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceOutcome:
     """Write the shard's snapshots, close the shard and, if it was the last, the build.
 
     The caller runs this in the transaction that acknowledged the job under its fence, so a
@@ -198,8 +163,9 @@ def record(conn: Connection, job: Job, result: Any, artifacts: Path) -> None:
         .where(capture_shards.c.id == shard_id)
         .values(status="completed", error=None)
     )
-    outcome = reduce_build(conn, build_id, artifacts)
+    outcome = reduce_build(conn, build_id)
     log.info("capture recorded", job_id=job.id, build_id=build_id, build=outcome)
+    return outcome
 
 
 def _checked_results(job: Job, result: Any) -> list[Mapping[str, Any]]:
@@ -257,7 +223,7 @@ def _snapshot_row(
     }
 
 
-def on_failed(conn: Connection, job: Job, error: str, artifacts: Path) -> ReduceOutcome:
+def on_failed(conn: Connection, job: Job, error: str, _artifacts: Path) -> ReduceOutcome:
     """The job failed for good: fail its shard and end the build if that was its last shard.
 
     A job without a shard fails its whole build. Either way a build that already ended is left
@@ -266,21 +232,21 @@ def on_failed(conn: Connection, job: Job, error: str, artifacts: Path) -> Reduce
     if job.build_id is None:
         return "skipped"
     if job.shard_id is None:
-        outcome = reduce_build(conn, job.build_id, artifacts, failure=error)
+        outcome = reduce_build(conn, job.build_id, failure=error)
     else:
         _close_shard(conn, job.shard_id, "failed", error)
-        outcome = reduce_build(conn, job.build_id, artifacts)
+        outcome = reduce_build(conn, job.build_id)
     log.warning("capture failed", job_id=job.id, build_id=job.build_id, build=outcome, error=error)
     return outcome
 
 
-def on_cancelled(conn: Connection, job: Job, artifacts: Path) -> ReduceOutcome:
+def on_cancelled(conn: Connection, job: Job, _artifacts: Path) -> ReduceOutcome:
     """The job was cancelled: cancel its shard; the build is cancelled when no shard is open."""
     if job.build_id is None:
         return "skipped"
     if job.shard_id is not None:
         _close_shard(conn, job.shard_id, "cancelled", None)
-    outcome = reduce_build(conn, job.build_id, artifacts)
+    outcome = reduce_build(conn, job.build_id)
     log.info("capture cancelled", job_id=job.id, build_id=job.build_id, build=outcome)
     return outcome
 

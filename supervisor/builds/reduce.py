@@ -1,27 +1,30 @@
-"""The end of a build: when its last shard closes, its verdict, counts, attempt and report.
+"""The end of a build: when its last shard closes, its verdict, counts, attempt and baselines.
 
 Every way a shard ends (its results recorded, its job failed or crashed, its job cancelled) calls
 `reduce_build` in the same transaction, so the build ends exactly when its last open shard does,
-whichever path that shard took.
+whichever path that shard took. The HTML report is a view of what this commits, so it is not
+written here: the caller writes it once the transaction has committed
+(`supervisor.builds.report.publish_report`), and a report that cannot be written never undoes
+or blocks the build's end.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any, Literal
 
 import structlog
 from sqlalchemy import Connection, RowMapping, func, select, update
 
-from supervisor.builds.report import write_report
+from supervisor.builds import baselines
 from supervisor.db.tables import builds, capture_attempts, capture_shards, projects, snapshots
 
 log = structlog.get_logger(__name__)
 
 #: What `reduce_build` did.
 ReduceOutcome = Literal[
-    # The build ended: verdict, counts, attempt and report written.
+    # The build ended: verdict, counts, attempt (and, if it was accepted, baselines) written; its
+    # report is the caller's to write after the commit.
     "finalized",
     # Another shard is still queued or running; the last of them ends the build.
     "open",
@@ -35,9 +38,7 @@ OPEN_SHARD_STATES = ("queued", "running")
 SNAPSHOT_COUNTS = ("new", "unchanged", "changed", "failed")
 
 
-def reduce_build(
-    conn: Connection, build_id: int, artifacts: Path, *, failure: str | None = None
-) -> ReduceOutcome:
+def reduce_build(conn: Connection, build_id: int, *, failure: str | None = None) -> ReduceOutcome:
     """End build `build_id` if none of its shards is open (or at once, failed, with `failure`).
 
     The build row is locked first. Two shards of one build may end at the same moment on two
@@ -60,8 +61,6 @@ def reduce_build(
     error = (failure or _failure_reason(conn, build_id, counts)) if verdict == "failed" else None
     _finish(conn, build, verdict, counts, error)
     _close_attempts(conn, build_id, verdict, error, _summary(verdict, counts, shards))
-    report_path = write_report(conn, build_id, artifacts)
-    conn.execute(update(builds).where(builds.c.id == build_id).values(report_path=report_path))
     log.info("build finished", build_id=build_id, status=verdict, **counts)
     return "finalized"
 
@@ -130,15 +129,19 @@ def _finish(
     error: str | None,
 ) -> None:
     """Write the verdict; a baseline-branch build that ran to its end becomes the baseline."""
+    project_id = build["project_id"]
     values: dict[str, Any] = {
         "status": verdict,
         "error": error,
         "finished_at": func.now(),
         **counts,
     }
-    if verdict != "cancelled" and build["branch"] == _baseline_branch(conn, build["project_id"]):
+    accepted = verdict != "cancelled" and build["branch"] == _baseline_branch(conn, project_id)
+    if accepted:
         values["accepted_at"] = func.now()
     conn.execute(update(builds).where(builds.c.id == build["id"]).values(**values))
+    if accepted:
+        baselines.accept(conn, project_id, build["id"])
 
 
 def _baseline_branch(conn: Connection, project_id: int) -> str:

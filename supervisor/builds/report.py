@@ -1,4 +1,10 @@
-"""The HTML report of a build, written when the build ends.
+"""The HTML report of a build, written once the build's end has committed.
+
+The report is a view of results already recorded, never part of recording them: the host
+writes it after the transaction that ended the build (`publish_report`), and a report that
+cannot be written (a reports folder that is not writable, a full disk) is logged and left for
+later, while the build and its jobs end as they would have. `build ID` writes it when it is
+missing (`with_report`).
 
 One self-contained file (`reports/build-<id>.html` under the artifacts) that opens from disk in
 any browser, with no server and nothing fetched: its CSS and script are inline and its images
@@ -11,13 +17,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 from urllib.parse import quote
 
-from sqlalchemy import Connection
+import structlog
+from sqlalchemy import Engine, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from supervisor.builds.view import BuildView, SnapshotView, load_build
+from supervisor.db.connection import DatabaseUnavailable, transaction
+from supervisor.db.tables import builds
+
+log = structlog.get_logger(__name__)
 
 REPORTS_FOLDER = "reports"
 #: The order sections appear in: what needs a look first.
@@ -65,12 +78,40 @@ def report_path(build_id: int) -> str:
     return f"{REPORTS_FOLDER}/build-{build_id}.html"
 
 
-def write_report(conn: Connection, build_id: int, artifacts: Path) -> str:
-    """Write build `build_id`'s report (atomically); returns its path relative to `artifacts`."""
-    view = load_build(conn, build_id)
-    if view is None:
-        raise LookupError(f"no build with id {build_id}")
-    relative = report_path(build_id)
+def publish_report(engine: Engine, build_id: int, artifacts: Path) -> str | None:
+    """Write build `build_id`'s report if the build has ended, and record where it is.
+
+    Returns its path relative to `artifacts`; None when the build has not ended (or does not
+    exist) or when the report cannot be written. It never raises for an I/O error, the
+    database's included: it runs after the build's end committed, so there is nothing left to
+    undo, and the error is logged with the build's id for the next `build ID` to mend.
+    """
+    try:
+        with engine.connect() as conn:
+            view = load_build(conn, build_id)
+        if view is None or not view.ended:
+            return None
+        relative = _write(view, artifacts)
+        with transaction(engine) as conn:
+            conn.execute(update(builds).where(builds.c.id == build_id).values(report_path=relative))
+    except (OSError, SQLAlchemyError, DatabaseUnavailable) as error:
+        log.error("cannot write the report", build_id=build_id, error=str(error))
+        return None
+    log.info("report written", build_id=build_id, path=relative)
+    return relative
+
+
+def with_report(engine: Engine, view: BuildView, artifacts: Path) -> BuildView:
+    """`view`, with its report written first if the build ended and the file is not there
+    (never written, or removed since)."""
+    if not view.ended or (view.report_path and (artifacts / view.report_path).is_file()):
+        return view
+    return replace(view, report_path=publish_report(engine, view.id, artifacts))
+
+
+def _write(view: BuildView, artifacts: Path) -> str:
+    """Write `view`'s report atomically; returns its path relative to `artifacts`."""
+    relative = report_path(view.id)
     target = artifacts / relative
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".report-", suffix=".html")
@@ -109,10 +150,13 @@ def _header(view: BuildView, title: str) -> str:
     commit = f" at {escape(view.commit)}" if view.commit else ""
     finished = f", finished {view.finished_at:%Y-%m-%d %H:%M:%S} UTC" if view.finished_at else ""
     error = f'<p class="error">{escape(view.error)}</p>' if view.error else ""
+    sources = ", ".join(str(build_id) for build_id in view.baseline_builds)
+    baselines = f"baselines from build {sources}" if sources else "no baselines"
     return (
         f'<header><h1><span class="badge {escape(view.status)}">{escape(view.status)}</span>'
         f"{escape(title)}</h1>"
-        f'<p class="meta">created {view.created_at:%Y-%m-%d %H:%M:%S} UTC{finished}{commit}</p>'
+        f'<p class="meta">created {view.created_at:%Y-%m-%d %H:%M:%S} UTC{finished}{commit}; '
+        f"{baselines}</p>"
         f"{error}</header>"
     )
 
@@ -146,6 +190,8 @@ def _facts(snapshot: SnapshotView) -> str:
         facts.append(f"{snapshot.diff_pixels} pixels changed ({ratio:.2f} %)")
     if snapshot.metric:
         facts.append(f"metric {escape(snapshot.metric)}")
+    if snapshot.baseline_build_id is not None:
+        facts.append(f"baseline from build {snapshot.baseline_build_id}")
     return f'<p class="meta">{", ".join(facts)}</p>' if facts else ""
 
 
@@ -154,7 +200,7 @@ def _pictures(snapshot: SnapshotView) -> str:
         return ""
     if snapshot.status == "changed":
         sides = [
-            ("baseline", snapshot.baseline_image),
+            (f"baseline (build {snapshot.baseline_build_id})", snapshot.baseline_image),
             ("new", snapshot.image_path),
             ("diff", snapshot.diff_path),
         ]

@@ -5,7 +5,9 @@ the transaction, content-addressed (`images/ab/abcdef....png`): a file is writte
 the number of builds that contain it, and an upload that fails afterwards leaves only files
 that the next upload of the same screenshots reuses. Then one transaction creates the project if
 new, the build, its capture attempt, its shards and one `capture` job per shard, so a build is
-either fully queued or not there at all.
+either fully queued or not there at all. Each snapshot's baseline is read in that transaction
+and carried in its job (`supervisor.builds.baselines`): a build's baselines are fixed when it is
+created.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, insert
 
+from supervisor.builds import baselines
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
 from supervisor.db.tables import builds, capture_attempts, capture_shards
@@ -166,9 +169,10 @@ def enqueue_build(
         .returning(builds.c.id)
     ).scalar_one()
     conn.execute(insert(capture_attempts).values(build_id=build_id, status="queued"))
+    found = baselines.find(conn, project_id, [image.name for image in images])
     shard_ids, job_ids = [], []
     for index, run in enumerate(runs):
-        shard_id, job_id = _queue_shard(conn, build_id, index, run)
+        shard_id, job_id = _queue_shard(conn, build_id, index, run, found)
         shard_ids.append(shard_id)
         job_ids.append(job_id)
     log.info("build queued", build_id=build_id, project=project, branch=branch, shards=len(runs))
@@ -176,7 +180,11 @@ def enqueue_build(
 
 
 def _queue_shard(
-    conn: Connection, build_id: int, index: int, run: Sequence[StoredImage]
+    conn: Connection,
+    build_id: int,
+    index: int,
+    run: Sequence[StoredImage],
+    found: dict[str, baselines.JobBaseline],
 ) -> tuple[int, int]:
     shard_id: int = conn.execute(
         insert(capture_shards)
@@ -186,7 +194,7 @@ def _queue_shard(
     data = {
         "build_id": build_id,
         "shard_id": shard_id,
-        "snapshots": [image.as_job_data() for image in run],
+        "snapshots": [{**image.as_job_data(), "baseline": found.get(image.name)} for image in run],
     }
     job_id = queue.enqueue(conn, "capture", data, build_id=build_id, shard_id=shard_id)
     return shard_id, job_id

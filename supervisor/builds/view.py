@@ -18,7 +18,7 @@ from supervisor.db.tables import builds, projects, snapshots
 
 @dataclass(frozen=True)
 class SnapshotView:
-    """One snapshot's result, with its baseline's image for side-by-side views."""
+    """One snapshot's result, with its baseline's image and build for side-by-side views."""
 
     id: int
     name: str
@@ -28,6 +28,8 @@ class SnapshotView:
     height: int | None
     baseline_id: int | None
     baseline_image: str | None
+    #: The accepted build the baseline came from (fixed when this snapshot's build was created).
+    baseline_build_id: int | None
     metric: str | None
     diff_pixels: int | None
     diff_ratio: float | None
@@ -42,6 +44,7 @@ class SnapshotView:
             "diff_ratio": self.diff_ratio,
             "diff_path": self.diff_path,
             "baseline_id": self.baseline_id,
+            "baseline_build_id": self.baseline_build_id,
             "error": self.error,
         }
 
@@ -61,6 +64,17 @@ class BuildView:
     report_path: str | None
     error: str | None
     snapshots: tuple[SnapshotView, ...]
+
+    @property
+    def ended(self) -> bool:
+        """Whether the build has its verdict (and so a report to show)."""
+        return self.status not in ("pending", "capturing")
+
+    @property
+    def baseline_builds(self) -> tuple[int, ...]:
+        """The builds its snapshots' baselines came from, oldest first."""
+        found = {s.baseline_build_id for s in self.snapshots if s.baseline_build_id is not None}
+        return tuple(sorted(found))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -106,7 +120,11 @@ def load_build(conn: Connection, build_id: int) -> BuildView | None:
 def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]:
     baseline = snapshots.alias("baseline")
     rows = conn.execute(
-        select(snapshots, baseline.c.image_path.label("baseline_image"))
+        select(
+            snapshots,
+            baseline.c.image_path.label("baseline_image"),
+            baseline.c.build_id.label("baseline_build_id"),
+        )
         .outerjoin(baseline, baseline.c.id == snapshots.c.baseline_id)
         .where(snapshots.c.build_id == build_id)
         .order_by(snapshots.c.name)
@@ -121,6 +139,7 @@ def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]
             height=m["height"],
             baseline_id=m["baseline_id"],
             baseline_image=m["baseline_image"],
+            baseline_build_id=m["baseline_build_id"],
             metric=m["metric"],
             diff_pixels=m["diff_pixels"],
             diff_ratio=m["diff_ratio"],
@@ -132,8 +151,10 @@ def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]
 
 
 def format_build(view: BuildView, artifacts: Path) -> str:
-    """The build as an aligned, readable table, with where its report is."""
+    """The build as an aligned, readable table, with where its report is and where its
+    baselines came from."""
     counts = "  ".join(f"{status} {count}" for status, count in view.counts.items())
+    sources = ", ".join(str(build_id) for build_id in view.baseline_builds)
     lines = [
         f"build {view.id}  {view.project} @ {view.branch}"
         + (f" ({view.commit})" if view.commit else ""),
@@ -141,18 +162,25 @@ def format_build(view: BuildView, artifacts: Path) -> str:
         f"snapshots {counts}",
         f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
         f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
-        f"report    {artifacts / view.report_path if view.report_path else '-'}",
+        f"baselines {'from build ' + sources if sources else '-'}",
+        f"report    {_report_line(view, artifacts)}",
     ]
     if view.snapshots:
         lines += ["", *_table(view.snapshots)]
     return "\n".join(lines)
 
 
+def _report_line(view: BuildView, artifacts: Path) -> str:
+    if view.report_path:
+        return str(artifacts / view.report_path)
+    return "not written: see the log for why" if view.ended else "-"
+
+
 def _table(rows: tuple[SnapshotView, ...]) -> list[str]:
-    header = ("NAME", "STATUS", "DIFF PIXELS", "DIFF %", "BASELINE", "DIFF / ERROR")
+    header = ("NAME", "STATUS", "DIFF PIXELS", "DIFF %", "BASELINE", "FROM BUILD", "DIFF / ERROR")
     cells = [header, *(_cells(snapshot) for snapshot in rows)]
     widths = [max(len(row[column]) for row in cells) for column in range(len(header) - 1)]
-    right = {2, 3, 4}
+    right = {2, 3, 4, 5}
     return [
         "  ".join(
             [
@@ -172,5 +200,6 @@ def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
         "-" if snapshot.diff_pixels is None else str(snapshot.diff_pixels),
         "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
         "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),
+        "-" if snapshot.baseline_build_id is None else str(snapshot.baseline_build_id),
         snapshot.error or snapshot.diff_path or "",
     )

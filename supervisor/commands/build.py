@@ -1,4 +1,8 @@
-"""`python -m supervisor build ID`: a build's state and every snapshot's result."""
+"""`python -m supervisor build ID`: a build's state and every snapshot's result.
+
+A build that ended without its report (it could not be written then, or was removed) gets it
+written here, so the command can say where it is.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import argparse
 import json
 import sys
 
+from supervisor.builds.report import with_report
 from supervisor.builds.view import format_build, load_build
 from supervisor.db.connection import connect
 
@@ -22,6 +27,8 @@ def execute(args: argparse.Namespace) -> int:
     try:
         with engine.connect() as conn:
             view = load_build(conn, args.build_id)
+        if view is not None:
+            view = with_report(engine, view, args.artifacts)
     finally:
         engine.dispose()
     if view is None:

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
     String,
     Table,
     Text,
@@ -119,6 +120,7 @@ builds = Table(
     Column("failed", Integer, nullable=False, server_default="0"),
     # Set when a build on the baseline branch ends: its snapshots become baselines.
     Column("accepted_at", UtcDateTime),
+    # Where its report was last written, relative to the artifacts; None until it is.
     Column("report_path", Text),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
     Column("finished_at", UtcDateTime),
@@ -170,6 +172,19 @@ snapshots = Table(
     Column("error", Text),
     UniqueConstraint("build_id", "name"),
     _one_of("status", SNAPSHOT_STATES),
+)
+
+baselines = Table(
+    "baselines",
+    metadata,
+    Column("project_id", Key, ForeignKey("projects.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    # The accepted snapshot of that name later builds compare with, and the build it came from.
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
+    # The key is the lookup: a new build reads its baselines by (project, name), whatever the
+    # number of builds before it.
+    PrimaryKeyConstraint("project_id", "name"),
 )
 
 jobs = Table(

@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
 from supervisor.builds.kinds import Kind
+from supervisor.builds.reduce import ReduceOutcome
+from supervisor.builds.report import publish_report
 from supervisor.db import queue
-from supervisor.db.connection import transaction
+from supervisor.db.connection import connection_lost, transaction
+from supervisor.db.queue import Job
 from supervisor.host.inflight import InFlight
 from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
@@ -103,18 +107,38 @@ class LeaseKeeper:
         return lost
 
     def expire(self, engine: Engine, now: float) -> None:
-        """End jobs whose lease ran out on their last attempt (or after a cancel), on any host."""
+        """End jobs whose lease ran out on their last attempt (or after a cancel), on any host,
+        then make the reports of the builds that ended with them."""
         if not self.expiry_turn(now):
             return
+        ended_builds: set[int] = set()
         with transaction(engine) as conn:
             for job in queue.expire_leases(conn):
-                kind = self.kinds.get(job.kind)
-                if kind is not None and job.status == "cancelled":
-                    kind.on_cancelled(conn, job, self.artifacts)
-                elif kind is not None:
-                    kind.on_failed(
-                        conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.artifacts
-                    )
                 self.log.warning(
                     "expired lease ended a job", job_id=job.id, status=job.status, error=job.error
                 )
+                if self._close(conn, job) == "finalized" and job.build_id is not None:
+                    ended_builds.add(job.build_id)
+        for build_id in sorted(ended_builds):
+            publish_report(engine, build_id, self.artifacts)
+
+    def _close(self, conn: Connection, job: Job) -> ReduceOutcome:
+        """The kind's bookkeeping for a job its expired lease ended, in a savepoint: a hook that
+        raises is logged and costs that build its reduction, not every host its life."""
+        kind = self.kinds.get(job.kind)
+        if kind is None:
+            return "skipped"
+        try:
+            with conn.begin_nested():
+                if job.status == "cancelled":
+                    return kind.on_cancelled(conn, job, self.artifacts)
+                return kind.on_failed(
+                    conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.artifacts
+                )
+        except Exception as error:
+            if isinstance(error, DBAPIError) and connection_lost(error):
+                raise
+            self.log.exception(
+                "cannot close the expired job's build", job_id=job.id, error=str(error)
+            )
+            return "skipped"

@@ -26,7 +26,16 @@ BUILD_KEYS = {
     "error",
     "snapshots",
 }
-SNAPSHOT_KEYS = {"name", "status", "diff_pixels", "diff_ratio", "diff_path", "baseline_id", "error"}
+SNAPSHOT_KEYS = {
+    "name",
+    "status",
+    "diff_pixels",
+    "diff_ratio",
+    "diff_path",
+    "baseline_id",
+    "baseline_build_id",
+    "error",
+}
 
 
 @pytest.fixture
@@ -72,8 +81,8 @@ def test_json_has_exactly_the_documented_keys(
     assert [s["status"] for s in printed["snapshots"]] == ["unchanged", "changed", "new", "failed"]
     assert by_name["b"]["diff_pixels"] > 0
     assert by_name["b"]["diff_path"].startswith(f"diffs/{finished}/")
-    assert by_name["b"]["baseline_id"] == 2
-    assert by_name["c"]["baseline_id"] is None
+    assert (by_name["b"]["baseline_id"], by_name["b"]["baseline_build_id"]) == (2, 1)
+    assert (by_name["c"]["baseline_id"], by_name["c"]["baseline_build_id"]) == (None, None)
     assert "d.png" not in by_name["d"]["error"] or by_name["d"]["error"]
 
 
@@ -84,6 +93,7 @@ def test_the_table_is_aligned_and_names_the_report(
     out = capsys.readouterr().out
     assert f"build {finished}  web @ feature" in out
     assert "status    failed: 1 snapshot failed" in out
+    assert "baselines from build 1\n" in out
     assert f"report    {tmp_path / 'artifacts' / 'reports' / f'build-{finished}.html'}" in out
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("NAME"))
@@ -95,6 +105,8 @@ def test_the_table_is_aligned_and_names_the_report(
         "new",
         "failed",
     ]
+    source_column = header.index("FROM BUILD") + len("FROM BUILD") - 1
+    assert [line[source_column] for line in table[1:]] == ["1", "1", "-", "-"]
 
 
 def test_a_build_still_capturing_shows_no_finish(

@@ -1,21 +1,31 @@
-"""The promises of `supervisor.builds.report`: a self-contained page that opens from disk."""
+"""The promises of `supervisor.builds.report`: a self-contained page that opens from disk, and a
+view made after the build's end commits, whose failure never fails the build or its job."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import time
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import structlog
 from sqlalchemy import Engine, select
+from structlog.testing import capture_logs
 
-from supervisor.builds.report import render_report, write_report
+from child.capture import shard as capture
+from ipc.messages import Done
+from supervisor.builds.registry import registered_kinds
+from supervisor.builds.report import publish_report, render_report
 from supervisor.builds.view import BuildView, SnapshotView, load_build
-from supervisor.db.tables import builds
-from tests.capture_helpers import run_build, write_png
+from supervisor.db.tables import builds, jobs
+from supervisor.host.pool import Child
+from supervisor.host.settings import HostSettings
+from supervisor.host.settle import Settler
+from tests.capture_helpers import run_build, run_cli, upload, write_png
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
@@ -49,6 +59,7 @@ def snapshot(name: str, status: str, **facts: object) -> SnapshotView:
         "height": 600,
         "baseline_id": None,
         "baseline_image": None,
+        "baseline_build_id": None,
         "metric": None,
         "diff_pixels": None,
         "diff_ratio": None,
@@ -104,6 +115,7 @@ def test_changed_snapshots_show_baseline_new_and_diff_and_come_first() -> None:
                 "changed",
                 baseline_id=1,
                 baseline_image="images/cd/old.png",
+                baseline_build_id=3,
                 diff_path="diffs/4/ef.png",
                 diff_pixels=120,
                 diff_ratio=0.01,
@@ -124,6 +136,9 @@ def test_changed_snapshots_show_baseline_new_and_diff_and_come_first() -> None:
     ]
     assert "broken PNG" in page
     assert "120 pixels changed (1.00 %)" in page
+    assert "baseline (build 3)" in page
+    assert "baseline from build 3" in page
+    assert "baselines from build 3" in page
 
 
 def test_the_filter_offers_each_status_with_its_count() -> None:
@@ -157,9 +172,59 @@ def test_the_written_report_links_only_to_files_beside_it(engine: Engine, tmp_pa
     assert links.statuses == ["changed", "failed", "unchanged"]
 
 
-def test_write_report_refuses_an_unknown_build(engine: Engine, tmp_path: Path) -> None:
-    with engine.connect() as conn, pytest.raises(LookupError, match="no build with id 99"):
-        write_report(conn, 99, tmp_path)
+def test_no_report_is_written_for_an_unknown_or_unfinished_build(
+    engine: Engine, tmp_path: Path
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    queued = upload(engine, artifacts, tmp_path / "v1")
+    assert publish_report(engine, 99, artifacts) is None
+    assert publish_report(engine, queued.build_id, artifacts) is None
+    assert not (artifacts / "reports").exists()
+
+
+def test_a_report_that_cannot_be_written_lets_the_build_end_and_build_id_writes_it_later(
+    engine: Engine,
+    database_url: str,
+    tmp_path: Path,
+    child: Child,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The reports folder is a file (which stops root too, unlike a mode): the settler records
+    the job and the build, logs that the report cannot be written, and `build ID` writes it
+    once the obstacle is gone."""
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    queued = upload(engine, artifacts, tmp_path / "v1")
+    (artifacts / "reports").write_text("in the way")
+    settings = HostSettings(database_url=database_url, artifacts=artifacts, host_id="h")
+    settler = Settler(
+        engine, settings, registered_kinds(), structlog.get_logger().bind(), time.monotonic
+    )
+    (running,) = settler.complete_and_claim([child])
+    settler.ended(running, Done(running.job.id, capture.run(running.payload, lambda _: None)))
+    with capture_logs() as logged:
+        settler.complete_and_claim([])
+    with engine.connect() as conn:
+        job_status = conn.execute(select(jobs.c.status)).scalar_one()
+        build = conn.execute(select(builds).where(builds.c.id == queued.build_id)).one()
+    assert (job_status, build.status, build.report_path) == ("completed", "passed", None)
+    failures = [event for event in logged if event["event"] == "cannot write the report"]
+    assert [(e["build_id"], e["log_level"]) for e in failures] == [(queued.build_id, "error")]
+    assert [e["outcome"] for e in logged if e["event"] == "job finished"] == ["completed"]
+
+    (artifacts / "reports").unlink()
+    capsys.readouterr()
+    command = ["build", str(queued.build_id), f"--database-url={database_url}"]
+    assert run_cli([*command, f"--artifacts={artifacts}"]) == 0
+    report = artifacts / f"reports/build-{queued.build_id}.html"
+    assert f"report    {report}" in capsys.readouterr().out
+    assert "Build" in report.read_text()
+    with engine.connect() as conn:
+        stored = conn.execute(
+            select(builds.c.report_path).where(builds.c.id == queued.build_id)
+        ).scalar_one()
+    assert stored == f"reports/build-{queued.build_id}.html"
 
 
 def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) -> None:

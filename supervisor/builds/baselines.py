@@ -1,0 +1,82 @@
+"""The baselines: per project and snapshot name, the accepted snapshot later builds compare with.
+
+DESIGN section 4: a build's baselines are fixed when it is created. So the `baselines` table
+holds, for each name, the snapshot of the last accepted build where that name did not fail:
+`accept` replaces the rows of a build on the baseline branch in the transaction that ends it,
+and `find` reads a new build's rows in the transaction that creates it. A build queued while
+its baseline build still runs therefore compares with the builds that had ended by then, every
+time, whichever shard of either runs first; and the lookup is by the table's key, so it costs
+the same after 10 or 10,000 builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, literal, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from supervisor.db.tables import baselines, snapshots
+
+#: Names looked up per statement, well under SQLite's bound-parameter limit.
+NAMES_PER_LOOKUP = 500
+
+#: A baseline as a capture job carries it to its child: `{"id", "image", "sha256"}`.
+JobBaseline = dict[str, Any]
+
+
+def find(conn: Connection, project_id: int, names: Sequence[str]) -> dict[str, JobBaseline]:
+    """Each of `names`' baseline in project `project_id`, as capture jobs carry it; names
+    without one are left out."""
+    found: dict[str, JobBaseline] = {}
+    for start in range(0, len(names), NAMES_PER_LOOKUP):
+        rows = conn.execute(
+            select(
+                baselines.c.name, snapshots.c.id, snapshots.c.image_path, snapshots.c.image_sha256
+            )
+            .join(snapshots, snapshots.c.id == baselines.c.snapshot_id)
+            .where(
+                baselines.c.project_id == project_id,
+                baselines.c.name.in_(names[start : start + NAMES_PER_LOOKUP]),
+            )
+        )
+        found.update(
+            {
+                row.name: {"id": row.id, "image": row.image_path, "sha256": row.image_sha256}
+                for row in rows
+            }
+        )
+    return found
+
+
+def accept(conn: Connection, project_id: int, build_id: int) -> None:
+    """Make build `build_id`'s snapshots the project's baselines of their names, in one statement.
+
+    A snapshot that failed has nothing to compare with, so its name keeps the baseline it had.
+    Rows are written in name order, so two builds of a project accepted at once on PostgreSQL
+    take the rows' locks in the same order and the later one waits instead of deadlocking.
+    """
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    accepted = (
+        select(
+            literal(project_id, baselines.c.project_id.type),
+            snapshots.c.name,
+            snapshots.c.id,
+            snapshots.c.build_id,
+        )
+        .where(snapshots.c.build_id == build_id, snapshots.c.status != "failed")
+        .order_by(snapshots.c.name)
+    )
+    statement = insert(baselines).from_select(
+        ["project_id", "name", "snapshot_id", "build_id"], accepted
+    )
+    conn.execute(
+        statement.on_conflict_do_update(
+            index_elements=[baselines.c.project_id, baselines.c.name],
+            set_={
+                "snapshot_id": statement.excluded.snapshot_id,
+                "build_id": statement.excluded.build_id,
+            },
+        )
+    )
