@@ -18,16 +18,30 @@ import msgpack
 from ipc.messages import Message, ProtocolError, from_wire, to_wire
 
 HEADER = struct.Struct(">I")
-#: The largest frame either side accepts: results of a big shard fit many times over.
+#: The largest frame either side accepts; uploads size shards so that their messages fit
+#: (`supervisor.builds.uploads.MAX_SNAPSHOTS_PER_SHARD`).
 MAX_FRAME_BYTES = 16 * 2**20
 
 
+class FrameTooLarge(ProtocolError):
+    """A message to send that encodes to more than `MAX_FRAME_BYTES`; nothing of it was sent.
+
+    The peer would refuse the frame and count the sender broken, so the sender, which knows
+    the job, sends something that fits instead (the child: a `Failed` naming the size). It is
+    a `ProtocolError`, so a caller that only knows those still stops at it.
+    """
+
+    def __init__(self, message_type: str, size: int) -> None:
+        super().__init__(f"{message_type} message of {size} bytes exceeds {MAX_FRAME_BYTES}")
+        self.message_type = message_type
+        self.size = size
+
+
 def encode(message: Message) -> bytes:
+    """The frame of `message`; `FrameTooLarge` when it would exceed `MAX_FRAME_BYTES`."""
     body: bytes = msgpack.packb(to_wire(message), use_bin_type=True)
     if len(body) > MAX_FRAME_BYTES:
-        raise ProtocolError(
-            f"{message.type} message of {len(body)} bytes exceeds {MAX_FRAME_BYTES}"
-        )
+        raise FrameTooLarge(message.type, len(body))
     return HEADER.pack(len(body)) + body
 
 

@@ -1,7 +1,8 @@
 """Job kinds for the supervisor's tests, loaded into hosts with `STORYSHELF_PLUGINS=tests.kinds`.
 
 Each does one thing a real handler can do to its child: work with progress, fail, crash on a
-real signal, hang in native-like silence, eat memory, or break the wire protocol.
+real signal, hang in native-like silence, eat memory, break the wire protocol, or return more
+than a frame holds.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _close_badly(_conn: object, job: Job, error: str, _artifacts: Path) -> Reduc
 
 
 def parent_kinds() -> dict[str, Kind]:
-    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write")
+    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write", "oversize")
     kinds = {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
     kinds["huge"] = Kind("huge", accepts=_accepts, prepare=_huge_payload)  # type: ignore[arg-type]
     kinds["fail_badly"] = Kind(
@@ -130,6 +131,14 @@ def _half_write(payload: dict[str, Any], progress: Progress) -> None:
     time.sleep(3600)
 
 
+def _oversize(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Return `mib` MiB of text, or fail with an error that long when `in_error` is set."""
+    text = "x" * int(float(payload["mib"]) * 2**20)
+    if payload.get("in_error"):
+        raise RuntimeError(text)
+    return {"text": text}
+
+
 def child_handlers() -> dict[str, Handler]:
     return {
         "sleep": _sleep,
@@ -142,4 +151,5 @@ def child_handlers() -> dict[str, Handler]:
         "garble": _garble,
         "spawn": _spawn,
         "half_write": _half_write,
+        "oversize": _oversize,
     }

@@ -2,9 +2,11 @@
 
 The child holds no database connection and writes nothing the parent has not asked for: it gets
 each job's payload in `Run`, acknowledges it (`Accepted`) before starting, reports `Progress`
-after each unit of work and ends with `Done`, `Failed` or `Cancelled`. A cancel can only be read
-between units (native code cannot be interrupted from inside), which is why the parent owns
-every kill. Leaving is always `os._exit`: nothing inherited from the fork server runs at exit.
+after each unit of work and ends with `Done`, `Failed` or `Cancelled` (a result too big for a
+frame ends its job as `Failed`: the parent would refuse the frame and count the child broken). A
+cancel can only be read between units (native code cannot be interrupted from inside), which is
+why the parent owns every kill. Leaving is always `os._exit`: nothing inherited from the fork
+server runs at exit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ from typing import Any, NoReturn
 
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
-from ipc.framing import FrameReader, recv_message, send_message
+from ipc.framing import (
+    MAX_FRAME_BYTES,
+    FrameReader,
+    FrameTooLarge,
+    encode,
+    recv_message,
+    send_message,
+)
 from ipc.messages import (
     PROTOCOL_VERSION,
     TO_CHILD,
@@ -33,6 +42,10 @@ from ipc.messages import (
     Run,
     Stop,
 )
+
+#: The longest error a failed job reports (4 UTF-8 bytes a character at worst: 256 KiB): the
+#: head of an error says what went wrong, and a failure must always fit in a frame.
+MAX_ERROR_CHARS = 64 * 2**10
 
 
 class JobCancelled(Exception):
@@ -101,6 +114,28 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> None:
         return
     except Exception as error:
         detail = "".join(traceback.format_exception_only(error)).strip()
-        send_message(channel.sock, Failed(run.job_id, detail))
+        send_message(channel.sock, Failed(run.job_id, _bounded(detail)))
         return
-    send_message(channel.sock, Done(run.job_id, result))
+    _send_result(channel.sock, Done(run.job_id, result))
+
+
+def _send_result(sock: socket.socket, done: Done) -> None:
+    """Send `done`, or, when it is too big for a frame, the job's failure saying so.
+
+    The parent would refuse the frame and kill the child, and the same result would kill the
+    next child on every retry: the job fails once, with its real reason, and the child goes on.
+    """
+    try:
+        frame = encode(done)
+    except FrameTooLarge as error:
+        limit = MAX_FRAME_BYTES // 2**20
+        reason = f"result of {error.size / 2**20:.1f} MiB exceeds the {limit} MiB frame limit"
+        frame = encode(Failed(done.job_id, reason))
+    sock.sendall(frame)
+
+
+def _bounded(detail: str) -> str:
+    """`detail` cut to `MAX_ERROR_CHARS`, so that a job's failure always fits in a frame."""
+    if len(detail) <= MAX_ERROR_CHARS:
+        return detail
+    return f"{detail[:MAX_ERROR_CHARS]}... ({len(detail) - MAX_ERROR_CHARS} more characters)"

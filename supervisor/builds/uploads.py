@@ -1,13 +1,15 @@
 """A build's upload: its screenshots stored, its rows written, its capture jobs queued.
 
-This is what CI calls (`python -m supervisor enqueue-build`). Images are stored first, outside
-the transaction, content-addressed (`images/ab/abcdef....png`): a file is written once whatever
+This is what CI calls (`python -m supervisor enqueue-build`). Every image is checked first (see
+`find_images`), so a refused upload stores nothing. Images are then stored, outside the
+transaction, content-addressed (`images/ab/abcdef....png`): a file is written once whatever
 the number of builds that contain it, and an upload that fails afterwards leaves only files
 that the next upload of the same screenshots reuses. Then one transaction creates the project if
 new, the build, its capture attempt, its shards and one `capture` job per shard, so a build is
 either fully queued or not there at all. Each snapshot's baseline is read in that transaction
 and carried in its job (`supervisor.builds.baselines`): a build's baselines are fixed when it is
-created.
+created. A shard never holds more snapshots than its messages to and from the child can carry
+(`MAX_SNAPSHOTS_PER_SHARD`).
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 from sqlalchemy import Connection, insert
 
+from ipc.framing import MAX_FRAME_BYTES
 from supervisor.builds import baselines
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
@@ -32,6 +36,22 @@ log = structlog.get_logger(__name__)
 
 #: Bytes read at a time while hashing an image.
 HASH_CHUNK_BYTES = 1 << 20
+#: The first eight bytes of every PNG file (PNG specification, section 5.2).
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The longest snapshot name, in characters: far more than a story id with its mode takes, and
+#: bounded so that a snapshot's share of a capture message is bounded too.
+MAX_NAME_CHARS = 200
+#: What one snapshot adds at most to its capture job's run message, or to its result, in msgpack:
+#: a name of `MAX_NAME_CHARS` characters (800 bytes of UTF-8 at worst), the image's and the
+#: baseline's content-addressed paths and digests (about 300 bytes), field names and numbers
+#: (about 150 bytes), and the rest (2.8 KiB) for a snapshot's error and fields to come.
+SNAPSHOT_BYTES_BOUND = 4 * 2**10
+#: What a capture message holds besides its snapshots: ids, the artifacts path, the diff options.
+MESSAGE_ENVELOPE_BYTES = 64 * 2**10
+#: The most snapshots one shard takes (4,080): more, and its run message or its result could
+#: outgrow the frame limit that both ends of a child's socket enforce. Uploads with more
+#: snapshots get more shards than asked for.
+MAX_SNAPSHOTS_PER_SHARD = (MAX_FRAME_BYTES - MESSAGE_ENVELOPE_BYTES) // SNAPSHOT_BYTES_BOUND
 
 
 class UploadError(ValueError):
@@ -62,28 +82,117 @@ class QueuedBuild:
     def as_json(self) -> dict[str, Any]:
         return {
             "build_id": self.build_id,
+            "shards": len(self.shard_ids),
             "shard_ids": list(self.shard_ids),
             "job_ids": list(self.job_ids),
             "snapshots": self.snapshot_count,
         }
 
 
-def find_images(folder: Path) -> list[tuple[str, Path]]:
+class FoundImage(NamedTuple):
+    """A PNG of the upload: its snapshot name, and the file to read (a link's target, checked)."""
+
+    name: str
+    path: Path
+
+
+def find_images(folder: Path) -> list[FoundImage]:
     """The PNGs under `folder` (recursively) with their snapshot names, sorted by name.
 
     A snapshot's name is its path under `folder` without `.png`, with `/` separators, so the
-    same upload names its stories the same on every operating system.
+    same upload names its stories the same on every operating system. Everything that would
+    fail later, or store what was not meant to be uploaded, is refused here, before anything
+    is written: links that leave the folder, files that are not PNGs, names the tables and the
+    capture cannot take, and names that collide. Links to folders are not descended into.
     """
+    if not folder.exists():
+        raise UploadError(f"{_shown(folder)}: no such folder")
     if not folder.is_dir():
-        raise UploadError(f"{folder}: no such folder")
-    found = [
-        (path.relative_to(folder).with_suffix("").as_posix(), path)
-        for path in folder.rglob("*")
-        if path.suffix.lower() == ".png" and path.is_file()
-    ]
+        raise UploadError(f"{_shown(folder)}: not a folder")
+    root, relatives = folder.resolve(), _png_paths(folder)
+    found = [_checked(root, folder / relative, relative) for relative in relatives]
     if not found:
-        raise UploadError(f"{folder}: no PNG images in this folder")
+        raise UploadError(f"{_shown(folder)}: no PNG images in this folder")
+    _refuse_case_collisions(folder, relatives)
     return sorted(found)
+
+
+def _png_paths(folder: Path) -> list[str]:
+    """Paths (relative, posix) of the entries under `folder` named `*.png` in any case.
+
+    A file named `.png` counts too, so that its empty name is refused rather than skipped; a
+    folder that cannot be read is refused too, rather than its images silently left out.
+    """
+    paths = []
+    for directory, _folders, files in os.walk(folder, onerror=_refuse_unreadable):
+        under = Path(directory).relative_to(folder)
+        paths += [(under / name).as_posix() for name in files if name.lower().endswith(".png")]
+    return sorted(paths)
+
+
+def _refuse_unreadable(error: OSError) -> None:
+    raise UploadError(f"{_shown(Path(error.filename))}: cannot be read: {error.strerror}")
+
+
+def _checked(root: Path, path: Path, relative: str) -> FoundImage:
+    """The image at `path`, or the reason it cannot be uploaded."""
+    real = path
+    if path.is_symlink():
+        real = path.resolve()
+        if not real.is_relative_to(root):
+            raise UploadError(f"{_shown(path)}: a link to outside the folder ({_shown(real)})")
+    if not real.is_file():
+        raise UploadError(f"{_shown(path)}: not a regular file")
+    name = relative[: -len(".png")]
+    if problem := snapshot_name_problem(name):
+        raise UploadError(f"{_shown(path)}: {problem}")
+    try:
+        with real.open("rb") as file:
+            signature = file.read(len(PNG_SIGNATURE))
+    except OSError as error:
+        raise UploadError(f"{_shown(path)}: cannot be read: {error.strerror}") from error
+    if signature != PNG_SIGNATURE:
+        raise UploadError(f"{_shown(path)}: not a PNG image (no PNG signature)")
+    return FoundImage(name, real)
+
+
+def snapshot_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a snapshot's name, or None.
+
+    Control characters (a newline above all) break every table that shows names; a part that is
+    empty or only dots (`..png` is the name `.`) names no story; a name past `MAX_NAME_CHARS`
+    would let a shard's messages outgrow the frame (see `MAX_SNAPSHOTS_PER_SHARD`).
+    """
+    if any(unicodedata.category(char) == "Cc" for char in name):
+        return f"snapshot name {name!r} has a control character"
+    if len(name) > MAX_NAME_CHARS:
+        return f"snapshot name of {len(name)} characters is longer than {MAX_NAME_CHARS}"
+    if not name.strip("."):
+        return f"snapshot name {name!r} is empty or only dots"
+    if any(not part.strip(".") for part in name.split("/")):
+        return f"snapshot name {name!r} has a part that is empty or only dots"
+    return None
+
+
+def _refuse_case_collisions(folder: Path, relatives: Sequence[str]) -> None:
+    """Refuse two names equal but for case (`a.png` and `a.PNG` are both the name `a`).
+
+    Equal names would fail the build when it is captured; names that differ only in case cannot
+    sit side by side in the folder of a checkout on a case-insensitive file system either.
+    """
+    seen: dict[str, str] = {}
+    for relative in relatives:
+        key = relative[: -len(".png")].casefold()
+        if key in seen:
+            first, second = (_shown(folder / path) for path in (seen[key], relative))
+            raise UploadError(f"{first} and {second}: names equal but for case")
+        seen[key] = relative
+
+
+def _shown(path: Path) -> str:
+    """`path` for a one-line message: quoted and escaped when it holds an unprintable character."""
+    text = str(path)
+    return text if text.isprintable() else repr(text)
 
 
 def store_image(artifacts: Path, source: Path) -> tuple[str, str]:
@@ -122,7 +231,10 @@ def _copy_atomically(source: Path, target: Path) -> None:
 
 
 def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
-    """Store every PNG of `folder` (see `find_images`, `store_image`), in name order."""
+    """Store every PNG of `folder` (see `find_images`, `store_image`), in name order.
+
+    Every image is checked before the first is stored, so a refused upload writes nothing.
+    """
     stored = []
     for name, path in find_images(folder):
         relative, digest = store_image(artifacts, path)
@@ -130,14 +242,25 @@ def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
     return stored
 
 
-def split_evenly(images: Sequence[StoredImage], shards: int) -> list[list[StoredImage]]:
-    """Consecutive runs of the name-sorted images, sizes differing by at most one.
-
-    Never more shards than images: an empty shard would be a job with nothing to capture.
-    """
+def check_request(project: str, branch: str, shards: int) -> None:
+    """Refuse a build that `enqueue_build` would refuse, before any of its images is stored."""
+    if not project.strip():
+        raise UploadError("a project name must not be empty")
+    if not branch.strip():
+        raise UploadError("the branch must not be empty")
     if shards < 1:
         raise UploadError(f"--shards must be 1 or more, not {shards}")
-    count = min(shards, len(images))
+
+
+def split_evenly(
+    images: Sequence[StoredImage], shards: int, max_per_shard: int = MAX_SNAPSHOTS_PER_SHARD
+) -> list[list[StoredImage]]:
+    """Consecutive runs of the name-sorted images, sizes differing by at most one.
+
+    `shards` runs, or more when that many would put more than `max_per_shard` images in one;
+    never more runs than images: an empty shard would be a job with nothing to capture.
+    """
+    count = max(min(shards, len(images)), -(-len(images) // max_per_shard))
     size, extra = divmod(len(images), count)
     runs, start = [], 0
     for index in range(count):
@@ -156,11 +279,14 @@ def enqueue_build(
     shards: int = 1,
     commit: str | None = None,
 ) -> QueuedBuild:
-    """Create the build, its capture attempt, its shards and their capture jobs."""
+    """Create the build, its capture attempt, its shards and their capture jobs.
+
+    The build gets more shards than `shards` when its images would not fit in so few (see
+    `MAX_SNAPSHOTS_PER_SHARD`).
+    """
     if not images:
         raise UploadError("a build needs at least one image")
-    if not branch.strip():
-        raise UploadError("the branch must not be empty")
+    check_request(project, branch, shards)
     runs = split_evenly(images, shards)
     project_id = ensure_project(conn, project)
     build_id: int = conn.execute(

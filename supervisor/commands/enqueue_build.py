@@ -1,7 +1,8 @@
 """`python -m supervisor enqueue-build`: register a build from a folder of screenshots.
 
-The images are stored content-addressed first; the build, its shards and its capture jobs are
-then created in one transaction, so a build is never queued without its files.
+Everything is checked before anything is written, so a refused upload leaves nothing behind. The
+images are then stored content-addressed, and the build, its shards and its capture jobs created
+in one transaction, so a build is never queued without its files.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 from supervisor.builds.projects import ProjectError
-from supervisor.builds.uploads import UploadError, enqueue_build, store_images
+from supervisor.builds.uploads import UploadError, check_request, enqueue_build, store_images
 from supervisor.db.connection import connect, transaction
 
 
@@ -34,8 +35,7 @@ def execute(args: argparse.Namespace) -> int:
     """Upload a folder of PNGs as a build and queue its capture; prints the build id."""
     engine = connect(args.database_url)
     try:
-        if args.shards < 1:
-            raise UploadError(f"--shards must be 1 or more, not {args.shards}")
+        check_request(args.project, args.branch, args.shards)
         images = store_images(args.artifacts, args.images)
         with transaction(engine) as conn:
             queued = enqueue_build(

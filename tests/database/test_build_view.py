@@ -47,7 +47,7 @@ def finished(engine: Engine, tmp_path: Path) -> int:
     write_png(tmp_path / "v2/a.png", marks=BUTTON)
     write_png(tmp_path / "v2/b.png", marks=MOVED)
     write_png(tmp_path / "v2/c.png", marks=BUTTON)
-    (tmp_path / "v2/d.png").write_bytes(b"not a png")
+    (tmp_path / "v2/d.png").write_bytes(b"\x89PNG\r\n\x1a\n but not a png")  # passes the upload
     run_build(engine, artifacts, tmp_path / "v1")
     return run_build(engine, artifacts, tmp_path / "v2", branch="feature").build_id
 

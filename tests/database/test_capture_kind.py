@@ -172,7 +172,7 @@ def test_a_failed_snapshot_is_no_baseline(engine: Engine, artifacts: Path, tmp_p
     run_build(engine, artifacts, screens(tmp_path / "v1", a=BUTTON))
     broken = tmp_path / "v2"
     broken.mkdir()
-    (broken / "a.png").write_bytes(b"not a png")
+    (broken / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n but not a png")  # passes the upload
     failed = run_build(engine, artifacts, broken)
     assert build_row(engine, failed.build_id)["status"] == "failed"
     upload(engine, artifacts, screens(tmp_path / "v3", a=BUTTON))

@@ -153,7 +153,7 @@ def test_the_written_report_links_only_to_files_beside_it(engine: Engine, tmp_pa
         write_png(tmp_path / "v1" / f"{name}.png", marks=marks)
     write_png(tmp_path / "v2/a.png", marks=MOVED)
     write_png(tmp_path / "v2/b.png", marks=BUTTON)
-    (tmp_path / "v2/c.png").write_bytes(b"broken")
+    (tmp_path / "v2/c.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")  # passes the upload
     run_build(engine, artifacts, tmp_path / "v1")
     queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature")
     with engine.connect() as conn:

@@ -1,0 +1,92 @@
+"""The promises of `child.worker.loop`, kept by a real child process over a real socket.
+
+The child runs in a fresh interpreter rather than a fork of this one: the tests before it ran
+libvips here, and a process that did and then forks can deadlock its children (which is why the
+host has a fork server). The child's loop is the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from child.worker.loop import MAX_ERROR_CHARS
+from ipc.framing import recv_message, send_message
+from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Run
+from tests.hosts import ROOT
+
+CHILD = """
+import socket, sys
+from child.worker.handlers import registered_handlers
+from child.worker.loop import serve
+serve(socket.socket(fileno=int(sys.argv[1])), registered_handlers())
+"""
+
+
+@dataclass
+class RealChild:
+    """A child process running `child.worker.loop.serve`, and the parent's end of its socket."""
+
+    process: subprocess.Popen[bytes]
+    sock: socket.socket
+
+    def receive(self) -> Any:
+        return recv_message(self.sock, TO_PARENT)
+
+    def run(self, job_id: int, kind: str, payload: Any) -> tuple[Any, Any]:
+        """Send a job; the child's acknowledgement and how the job ended."""
+        send_message(self.sock, Run(job_id, kind, 1, payload))
+        return self.receive(), self.receive()
+
+
+@pytest.fixture
+def real_child(tmp_path: Path) -> Iterator[RealChild]:
+    """A ready child with the test kinds loaded (`STORYSHELF_PLUGINS=tests.kinds`)."""
+    ours, theirs = socket.socketpair()
+    ours.settimeout(60)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_PLUGINS": "tests.kinds"}
+    with (tmp_path / "child.stderr").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()], env=env, stderr=stderr,
+        )  # fmt: skip
+    theirs.close()
+    child = RealChild(process, ours)
+    try:
+        assert isinstance(child.receive(), Hello)
+        yield child
+    finally:
+        ours.close()
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def test_a_result_too_big_for_a_frame_fails_its_job_and_the_child_goes_on(
+    real_child: RealChild,
+) -> None:
+    accepted, ended = real_child.run(1, "oversize", {"mib": 17})
+    assert accepted == Accepted(1)
+    assert ended == Failed(1, "result of 17.0 MiB exceeds the 16 MiB frame limit")
+    assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+    assert real_child.process.poll() is None
+
+
+def test_an_error_too_big_for_a_frame_is_cut_and_the_child_goes_on(real_child: RealChild) -> None:
+    accepted, ended = real_child.run(1, "oversize", {"mib": 17, "in_error": True})
+    assert accepted == Accepted(1)
+    assert isinstance(ended, Failed) and ended.job_id == 1
+    assert ended.error.startswith("RuntimeError: xxx")
+    assert ended.error.endswith(
+        f" ({17 * 2**20 + len('RuntimeError: ') - MAX_ERROR_CHARS} more characters)"
+    )
+    assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+    assert real_child.process.poll() is None
