@@ -29,7 +29,7 @@ import structlog
 from sqlalchemy import Connection, Engine, event
 
 from ipc.forkserver import ForkRefused, ForkServerError, ForkServerGone
-from ipc.framing import encode
+from ipc.framing import MAX_FRAME_BYTES, FrameTooLarge, encode
 from ipc.messages import (
     PROTOCOL_VERSION,
     Accepted,
@@ -39,7 +39,6 @@ from ipc.messages import (
     Failed,
     Hello,
     Progress,
-    ProtocolError,
     Run,
     Stop,
     ToParent,
@@ -490,9 +489,13 @@ class Host:
         job = running.job
         try:
             frame = encode(Run(job.id, job.kind, job.attempt, running.payload))
-        except ProtocolError as error:  # too large for a frame: it would never fit
+        except FrameTooLarge as error:  # it would never fit: no retry can help
             self.inflight.finished(running)
-            self.settler.refuse(running, f"cannot hand the job to a child: {error}")
+            why = (
+                f"cannot hand the job to a child: its data of {error.size / 2**20:.1f} MiB "
+                f"exceeds the {MAX_FRAME_BYTES // 2**20} MiB frame limit"
+            )
+            self.settler.refuse(running, why)
             self.dispatch(child)
             return
         running.log.info("job started")

@@ -108,7 +108,7 @@ def test_an_accepted_build_replaces_the_baselines_of_its_names_and_only_those(
     first = run_build(engine, artifacts, screens(tmp_path / "v1", a=BUTTON, b=BUTTON, c=BUTTON))
     assert baseline_rows(engine) == dict.fromkeys("abc", first.build_id)
     broken = screens(tmp_path / "v2", a=MOVED)
-    (broken / "b.png").write_bytes(b"not a png")
+    (broken / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n but not a png")  # passes the upload
     second = run_build(engine, artifacts, broken)
     # A failed snapshot has nothing to compare with: b keeps its baseline; c was not in it.
     assert baseline_rows(engine) == {"a": second.build_id, "b": first.build_id, "c": first.build_id}
@@ -244,7 +244,7 @@ def test_the_migration_fills_the_baselines_from_the_accepted_builds_already_ther
 ) -> None:
     first = run_build(engine, artifacts, screens(tmp_path / "v1", a=BUTTON, b=BUTTON, c=BUTTON))
     broken = screens(tmp_path / "v2", a=MOVED)
-    (broken / "b.png").write_bytes(b"not a png")
+    (broken / "b.png").write_bytes(b"\x89PNG\r\n\x1a\n but not a png")  # passes the upload
     run_build(engine, artifacts, broken)
     run_build(engine, artifacts, screens(tmp_path / "f", a=(), c=()), branch="feature")
     upload(engine, artifacts, screens(tmp_path / "queued", a=(), b=(), d=()), branch="feature")
