@@ -113,9 +113,4 @@ class HostSettings:
                 f"--lease-seconds {self.lease_seconds:g} it must be at most {longest_stall:g} "
                 "(two thirds of the lease)"
             )
-        if self.soft_rss_bytes > self.hard_rss_bytes:
-            found.append(
-                f"--soft-rss-mib {self.soft_rss_bytes / 2**20:g} is above --hard-rss-mib "
-                f"{self.hard_rss_bytes / 2**20:g}: a child would be killed before it is recycled"
-            )
         return found

@@ -164,7 +164,7 @@ CASES = [
     Case("negative lease", (*RUN, "--lease-seconds", "-1"), "--lease-seconds must be more than 0"),
     Case("concurrency 0", (*RUN, "--concurrency", "0"), "--concurrency must be 1 or more, not 0"),
     Case("concurrency -1", (*RUN, "--concurrency", "-1"), "--concurrency must be 1 or more, not -1"),
-    Case("soft memory above hard", (*RUN, "--soft-rss-mib", "4000", "--hard-rss-mib", "2000"), "above --hard-rss-mib"),
+    Case("memory limit of 0", (*RUN, "--hard-rss-mib", "0"), "--hard-rss-mib must be more than 0, not 0"),
 ]  # fmt: skip
 
 

@@ -44,11 +44,7 @@ def test_the_stall_must_leave_the_lease_room_for_its_renewal(
         (HostSettings(concurrency=-1), "--concurrency must be 1 or more, not -1"),
         (HostSettings(max_crashes=0), "--max-crashes must be 1 or more, not 0"),
         (HostSettings(drain_seconds=-5.0), "--drain-seconds must be 0 or more, not -5"),
-        (
-            HostSettings(soft_rss_bytes=4 * 2**30, hard_rss_bytes=2 * 2**30),
-            "--soft-rss-mib 4096 is above --hard-rss-mib 2048: a child would be killed before "
-            "it is recycled",
-        ),
+        (HostSettings(hard_rss_bytes=0), "--hard-rss-mib must be more than 0, not 0"),
     ],
 )
 def test_a_setting_that_cannot_work_is_named_with_its_option(
