@@ -1,22 +1,33 @@
 """structlog set-up: readable in a terminal, one JSON object per line elsewhere.
 
 Events are short phrases with the facts in fields (`job_id`, `build_id`, `kind`, `attempt`,
-`child_pid`), so that logs can be searched and tests can assert them.
+`child_pid`), so that logs can be searched and tests can assert them. The text form is coloured
+only for a person: when stderr is a terminal and `NO_COLOR` (https://no-color.org) is unset.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from typing import Literal, get_args
 
 import structlog
 
+#: The levels `--log-level` takes, quietest last.
+LogLevel = Literal["debug", "info", "warning", "error"]
+LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 
-def configure(level: str = "info", *, json: bool | None = None) -> None:
+
+def configure(level: LogLevel = "info", *, json: bool | None = None) -> None:
     """Route structlog to stderr; JSON unless stderr is a terminal (or `json` says otherwise)."""
-    as_json = not sys.stderr.isatty() if json is None else json
+    terminal = sys.stderr.isatty()
+    as_json = not terminal if json is None else json
+    colours = terminal and not os.environ.get("NO_COLOR")
     renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if as_json
+        else structlog.dev.ConsoleRenderer(colors=colours)
     )
     structlog.configure(
         processors=[

@@ -12,20 +12,21 @@ import sys
 
 from supervisor.builds.report import with_report
 from supervisor.builds.view import format_build, load_build
-from supervisor.db.connection import connect
+from supervisor.commands.options import ID_MAX, open_database, whole
+from supervisor.db.connection import transaction
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m supervisor build`."""
-    parser.add_argument("build_id", metavar="ID", type=int, help="the build's id")
+    parser.add_argument("build_id", metavar="ID", type=whole(1, ID_MAX), help="the build's id")
     parser.add_argument("--json", action="store_true", help="print the build as JSON")
 
 
 def execute(args: argparse.Namespace) -> int:
     """Print a build's state and every snapshot's result; exit 1 for an unknown id."""
-    engine = connect(args.database_url)
+    engine = open_database(args.database_url)
     try:
-        with engine.connect() as conn:
+        with transaction(engine) as conn:
             view = load_build(conn, args.build_id)
         if view is not None:
             view = with_report(engine, view, args.artifacts)

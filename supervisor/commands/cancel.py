@@ -6,17 +6,18 @@ import argparse
 import sys
 
 from supervisor.builds.cancel import cancel_build
-from supervisor.db.connection import connect, transaction
+from supervisor.commands.options import ID_MAX, open_database, whole
+from supervisor.db.connection import transaction
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m supervisor cancel`."""
-    parser.add_argument("build_id", metavar="ID", type=int, help="the build to cancel")
+    parser.add_argument("build_id", metavar="ID", type=whole(1, ID_MAX), help="the build to cancel")
 
 
 def execute(args: argparse.Namespace) -> int:
     """Cancel a build's jobs and print what happened; exit 1 for an unknown id."""
-    engine = connect(args.database_url)
+    engine = open_database(args.database_url)
     try:
         with transaction(engine) as conn:
             outcome = cancel_build(conn, args.build_id, args.artifacts)

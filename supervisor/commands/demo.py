@@ -16,8 +16,8 @@ from pathlib import Path
 from supervisor.builds.uploads import enqueue_build, store_images
 from supervisor.builds.view import format_build, load_build
 from supervisor.commands.demo_images import write_demo_images
+from supervisor.commands.options import open_database
 from supervisor.db.connection import connect, transaction
-from supervisor.db.migrate import upgrade
 
 PROJECT = "demo"
 
@@ -57,9 +57,7 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    engine = connect(args.database_url)
-    upgrade(engine)
-    engine.dispose()
+    open_database(args.database_url, migrate=True).dispose()
     with tempfile.TemporaryDirectory(prefix="storyshelf-demo-") as scratch:
         for step, (variant, branch) in enumerate(
             (("baseline", "main"), ("branch", "feature/new-buttons")), 1

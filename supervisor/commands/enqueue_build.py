@@ -14,7 +14,8 @@ from pathlib import Path
 
 from supervisor.builds.projects import ProjectError
 from supervisor.builds.uploads import UploadError, check_request, enqueue_build, store_images
-from supervisor.db.connection import connect, transaction
+from supervisor.commands.options import open_database
+from supervisor.db.connection import transaction
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Upload a folder of PNGs as a build and queue its capture; prints the build id."""
-    engine = connect(args.database_url)
+    engine = open_database(args.database_url)
     try:
         check_request(args.project, args.branch, args.shards)
         images = store_images(args.artifacts, args.images)

@@ -1,6 +1,8 @@
 """The command line of DESIGN section 7: one sub-command per verb, `run` by default.
 
-Each command is a module of this folder with `add_arguments(parser)` and `execute(args)`.
+Each command is a module of this folder with `add_arguments(parser)` and `execute(args)`. A
+mistake of the user's or a database the host cannot use is one line on stderr and a non-zero
+exit; anything else is a fault of the program and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from supervisor.commands import (
     run,
     status,
 )
-from supervisor.commands.options import add_common, env
-from supervisor.db.connection import DatabaseUnavailable
+from supervisor.commands.options import CommandParser, add_common
+from supervisor.db.connection import DatabaseProblem
 
 #: Each command: its module and what it does, as `--help` shows it.
 COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
@@ -38,19 +40,18 @@ COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="python -m supervisor",
         description="Storyshelf capture host: claims capture jobs and diffs screenshots in forked children.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module, help_text in COMMANDS:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        add_common(sub)
+        # The demo prints its own story; the host's log is kept to warnings unless asked.
+        add_common(sub, log_level="warning" if name == "demo" else "info")
         if hasattr(module, "add_arguments"):
             module.add_arguments(sub)
         sub.set_defaults(handler=module.execute)
-    # The demo prints its own story; the host's log is kept to warnings unless asked.
-    commands.choices["demo"].set_defaults(log_level=env("LOG_LEVEL", "warning"))
     return parser
 
 
@@ -63,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure(args.log_level)
     try:
         code: int = args.handler(args)
-    except DatabaseUnavailable as error:
+    except DatabaseProblem as error:
         print(f"supervisor {args.command}: {error}", file=sys.stderr)
         return 1
     return code

@@ -9,9 +9,11 @@ from supervisor.db.migrate import upgrade
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Create or upgrade the schema, and say on which database."""
+    """Create or upgrade the schema, and say what it did on which database."""
     engine = connect(args.database_url)
-    upgrade(engine)
-    engine.dispose()
-    print(f"schema is up to date on {engine.url.render_as_string(hide_password=True)}")
+    try:
+        migration = upgrade(engine)
+    finally:
+        engine.dispose()
+    print(f"schema {migration.describe()} on {engine.url.render_as_string(hide_password=True)}")
     return 0

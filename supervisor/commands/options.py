@@ -1,37 +1,167 @@
-"""Options every command shares, and the `STORYSHELF_*` environment fallback of each.
+"""Every option's type, checked once, for the command line and the `STORYSHELF_*` environment alike.
 
 A container is configured without arguments: `--database-url` also reads
-`STORYSHELF_DATABASE_URL`, `--artifacts` `STORYSHELF_ARTIFACTS`, and so on.
+`STORYSHELF_DATABASE_URL`, `--artifacts` `STORYSHELF_ARTIFACTS`, and so on (`option`). A value
+from the environment is a string default, which argparse converts with the option's own `type`
+when the flag is not given, so both sources meet the same converter and a bad value of either
+is the same one line, naming the flag and the variable. What a value means together with others
+(a stall that the lease leaves no room for) is the settings' to judge
+(`HostSettings.problems`); here, each value on its own.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
-from supervisor.host.settings import default_artifacts, default_database_url
+import structlog
+from sqlalchemy import Engine
+
+from supervisor.db.connection import UnsupportedDatabase, connect, parse_url, sqlite_file
+from supervisor.db.migrate import NoSchema, require_schema
+from supervisor.host.settings import DEFAULT_ARTIFACTS, EMBEDDED_DATABASE_URL
+from supervisor.logs import LOG_LEVELS
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+#: The largest row id the databases store (a signed 64-bit integer, BIGINT and SQLite INTEGER).
+ID_MAX = 2**63 - 1
+#: The largest value of an INTEGER column on PostgreSQL.
+INT32_MAX = 2**31 - 1
 
 
-def env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"STORYSHELF_{name}", default)
+class CommandParser(argparse.ArgumentParser):
+    """argparse, with a mistake said in one line on stderr (not usage plus message) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog.removeprefix('python -m ')}: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def whole(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """A converter of whole numbers from `low` to `high` (either open when None)."""
+    bounds = ([f"from {low}"] if low is not None else []) + (
+        [f"up to {high}"] if high is not None else []
+    )
+    expected = " ".join(["a whole number", *bounds])
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            pass
+        else:
+            if (low is None or value >= low) and (high is None or value <= high):
+                return value
+        raise argparse.ArgumentTypeError(f"{text!r} is not {expected}")
+
+    return convert
+
+
+def number(text: str) -> float:
+    """A finite number: `nan` and `inf` are floats to Python but no setting means them."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number")
+    return value
+
+
+def choice(values: tuple[T, ...]) -> Callable[[str], T]:
+    """A converter for a closed set; argparse's own `choices` is not applied to defaults, so the
+    environment's values would pass unchecked."""
+
+    def convert(text: str) -> T:
+        for value in values:
+            if text == value:
+                return value
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not one of {', '.join(str(value) for value in values)}"
+        )
+
+    return convert
+
+
+def database_url(text: str) -> str:
+    """A SQLAlchemy URL of a database the host runs on (kept as given: commands pass it on)."""
+    try:
+        parse_url(text)
+    except UnsupportedDatabase as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def option(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    convert: Callable[[str], object],
+    default: object,
+    help_text: str,
+) -> None:
+    """`flag` on `parser`, falling back to `STORYSHELF_<FLAG>` (an empty variable is unset)."""
+    variable = "STORYSHELF_" + flag.removeprefix("--").upper().replace("-", "_")
+
+    def from_either(text: str) -> object:
+        try:
+            return convert(text)
+        except argparse.ArgumentTypeError as error:
+            raise argparse.ArgumentTypeError(f"{error} ({flag} or {variable})") from None
+
     parser.add_argument(
+        flag,
+        type=from_either,
+        default=os.environ.get(variable) or default,
+        help=f"{help_text} ({variable})",
+    )
+
+
+def add_common(parser: argparse.ArgumentParser, *, log_level: str = "info") -> None:
+    """The options every command takes: where the database and the artifacts are, the log level."""
+    option(
+        parser,
         "--database-url",
-        default=default_database_url(),
-        help="SQLAlchemy URL, e.g. postgresql+psycopg://host/db (STORYSHELF_DATABASE_URL; "
-        "default: a SQLite file under ./.storyshelf/)",
+        database_url,
+        EMBEDDED_DATABASE_URL,
+        "SQLAlchemy URL, e.g. postgresql+psycopg://host/db (default: a SQLite file under "
+        "./.storyshelf/, migrated by itself)",
     )
-    parser.add_argument(
+    option(
+        parser,
         "--artifacts",
-        type=Path,
-        default=default_artifacts(),
-        help="folder of images, diffs and reports (STORYSHELF_ARTIFACTS; default ./.storyshelf/artifacts)",
+        Path,
+        DEFAULT_ARTIFACTS,
+        "folder of images, diffs and reports (default ./.storyshelf/artifacts)",
     )
-    parser.add_argument(
-        "--log-level",
-        default=env("LOG_LEVEL", "info"),
-        help="debug, info, warning or error (STORYSHELF_LOG_LEVEL)",
-    )
+    option(parser, "--log-level", choice(LOG_LEVELS), log_level, f"one of {', '.join(LOG_LEVELS)}")
+
+
+def open_database(url: str, *, migrate: bool = False) -> Engine:
+    """An engine on `url` with the Storyshelf schema in place, for a command to use.
+
+    The embedded default is this host's own file, so it is migrated by itself (as any database
+    is with `migrate`): a newcomer's first command just works. Any other database without the
+    schema is `NoSchema`, said before the command stores anything (a SQLite file that is not
+    there is not created to say so).
+    """
+    migrate = migrate or url == EMBEDDED_DATABASE_URL
+    file = sqlite_file(url)
+    if not migrate and file is not None and not file.exists():
+        raise NoSchema()
+    engine = connect(url)
+    try:
+        migration = require_schema(engine, migrate=migrate)
+    except BaseException:
+        engine.dispose()
+        raise
+    if migration is not None:
+        log.info("schema migrated", change=migration.describe())
+    return engine

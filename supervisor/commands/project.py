@@ -14,14 +14,15 @@ from supervisor.builds.projects import (
     SettingsChange,
     change_settings,
 )
-from supervisor.db.connection import connect, transaction
+from supervisor.commands.options import INT32_MAX, choice, number, open_database, whole
+from supervisor.db.connection import transaction
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m supervisor project`."""
     parser.add_argument("name", metavar="P", help="project name (created if new)")
-    parser.add_argument("--metric", choices=METRICS, help="colour metric of the diff")
-    parser.add_argument("--threshold", type=float, help="colour distance threshold, 0 to 1")
+    parser.add_argument("--metric", type=choice(METRICS), help="colour metric of the diff")
+    parser.add_argument("--threshold", type=number, help="colour distance threshold, 0 to 1")
     aa = parser.add_mutually_exclusive_group()
     aa.add_argument(
         "--count-aa",
@@ -38,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ignore anti-aliased pixels (the default)",
     )
     parser.add_argument(
-        "--budget", type=int, dest="budget_pixels", help="changed pixels tolerated per snapshot"
+        "--budget",
+        type=whole(high=INT32_MAX),
+        dest="budget_pixels",
+        help="changed pixels tolerated per snapshot",
     )
     parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
     parser.add_argument("--json", action="store_true", help="print the settings as JSON")
@@ -53,7 +57,7 @@ def execute(args: argparse.Namespace) -> int:
         budget_pixels=args.budget_pixels,
         baseline_branch=args.baseline_branch,
     )
-    engine = connect(args.database_url)
+    engine = open_database(args.database_url)
     try:
         with transaction(engine) as conn:
             settings = change_settings(conn, args.name, change)

@@ -3,88 +3,55 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from supervisor.commands.options import env
-from supervisor.db.connection import connect
-from supervisor.db.migrate import upgrade
+import structlog
+
+from supervisor.commands.options import number, open_database, option, whole
+from supervisor.db.connection import DatabaseUnavailable
 from supervisor.host.cadence import Cadence
 from supervisor.host.loop import run_host
 from supervisor.host.settings import HostSettings
 
+log = structlog.get_logger(__name__)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m supervisor run`."""
+    """The options of `python -m supervisor run`: their types here, their ranges and how they
+    fit together in `HostSettings.problems`."""
     defaults = HostSettings()
-
-    def number(name: str, kind: type, default: object, help_text: str) -> None:
-        variable = name.upper().replace("-", "_")
-        value = env(variable)
-        parser.add_argument(
-            f"--{name}",
-            type=kind,
-            default=kind(value) if value else default,
-            help=f"{help_text} (STORYSHELF_{variable})",
-        )
-
-    number(
-        "concurrency",
-        int,
-        None,
-        "children at once (default: sized from the CPUs and memory we may use)",
-    )
-    number(
-        "lease-seconds",
-        float,
-        defaults.lease_seconds,
-        "how long a claimed job is ours without renewal",
-    )
-    number(
-        "stall-seconds",
-        float,
-        defaults.stall_seconds,
-        "a child silent this long is hung and killed",
-    )
-    number("max-crashes", int, defaults.max_crashes, "crashes of one job before it is failed")
-    number(
-        "drain-seconds",
-        float,
-        defaults.drain_seconds,
-        "on SIGTERM, how long running jobs may finish",
-    )
-    number(
-        "max-jobs-per-child",
-        int,
-        defaults.max_jobs_per_child,
-        "jobs after which a child is replaced",
-    )
-    number(
-        "soft-rss-mib",
-        float,
-        defaults.soft_rss_bytes / 2**20,
-        "a child above this is recycled after its job",
-    )
-    number("hard-rss-mib", float, defaults.hard_rss_bytes / 2**20, "a child above this is killed")
-    number(
-        "backoff-base-seconds",
-        float,
-        defaults.backoff_base_seconds,
-        "first retry delay, doubled per attempt",
-    )
-    number(
-        "poll-seconds",
-        float,
-        None,
-        "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)",
-    )
+    for flag, convert, default, help_text in (
+        ("--concurrency", whole(), None, "children at once (default: sized from the CPUs and memory we may use)"),
+        ("--lease-seconds", number, defaults.lease_seconds, "how long a claimed job is ours without renewal"),
+        ("--stall-seconds", number, defaults.stall_seconds, "a child silent this long is hung and killed (at most two thirds of the lease)"),
+        ("--max-crashes", whole(), defaults.max_crashes, "crashes of one job before it is failed"),
+        ("--drain-seconds", number, defaults.drain_seconds, "on SIGTERM, how long running jobs may finish"),
+        ("--max-jobs-per-child", whole(), defaults.max_jobs_per_child, "jobs after which a child is replaced"),
+        ("--soft-rss-mib", number, defaults.soft_rss_bytes / 2**20, "a child above this is recycled after its job"),
+        ("--hard-rss-mib", number, defaults.hard_rss_bytes / 2**20, "a child above this is killed"),
+        ("--backoff-base-seconds", number, defaults.backoff_base_seconds, "first retry delay, doubled per attempt"),
+        ("--poll-seconds", number, None, "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)"),
+    ):  # fmt: skip
+        option(parser, flag, convert, default, help_text)
     parser.add_argument("--drain", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--migrate", action="store_true", help="migrate the schema before starting")
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Run the capture host until it is told to stop (or, with --drain, the queue is empty)."""
+    """Run the capture host until it is told to stop (or, with --drain, the queue is empty);
+    settings that cannot work, and a database without the schema, are refused first."""
+    settings = settings_from(args)
+    problems = settings.problems()
+    if problems:
+        print(f"supervisor run: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    prepare_database(settings.database_url, migrate=args.migrate)
+    return run_host(settings)
 
+
+def settings_from(args: argparse.Namespace) -> HostSettings:
     defaults = HostSettings()
-    settings = HostSettings(
+    return HostSettings(
         database_url=args.database_url,
         artifacts=args.artifacts,
         concurrency=args.concurrency,
@@ -105,6 +72,18 @@ def execute(args: argparse.Namespace) -> int:
         if args.poll_seconds is not None
         else defaults.cadence,
     )
-    if args.migrate:
-        upgrade(connect(settings.database_url))
-    return run_host(settings)
+
+
+def prepare_database(url: str, *, migrate: bool) -> None:
+    """Check the schema (migrating it with `--migrate` or on the embedded default), then let go
+    of every connection: nothing of the database may cross into the fork server.
+
+    A server that cannot be reached now is not refused, unless asked to migrate: the host waits
+    for it, as it does for one that goes away later.
+    """
+    try:
+        open_database(url, migrate=migrate).dispose()
+    except DatabaseUnavailable as error:
+        if migrate:
+            raise
+        log.warning("database unavailable; the schema is not checked", error=str(error))

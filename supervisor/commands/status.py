@@ -13,7 +13,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from supervisor.db.connection import connect, transaction
+from supervisor.commands.options import open_database
+from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, jobs, projects
 
 RECENT_BUILDS = 10
@@ -97,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    engine = connect(args.database_url)
+    engine = open_database(args.database_url)
     with transaction(engine) as conn:
         status = read_status(conn)
     engine.dispose()

@@ -9,15 +9,16 @@ immediate, which also makes the claim on SQLite exclusive, as the queue needs.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import URL, Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
 #: How long a SQLite writer waits for the lock before it gives up.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -36,21 +37,70 @@ TCP_KEEPALIVES: dict[str, int] = {
 }
 
 
-class DatabaseUnavailable(Exception):
+#: The drivers the host runs on: psycopg 3 for PostgreSQL, the standard library's for SQLite.
+DRIVERS = {"postgresql": "psycopg", "sqlite": "pysqlite"}
+
+
+class DatabaseProblem(Exception):
+    """A database the host cannot use as it is; the message is the one line a user reads."""
+
+
+class DatabaseUnavailable(DatabaseProblem):
     """The database could not be reached or dropped the connection; the call may be retried."""
+
+
+class DatabaseUnusable(DatabaseProblem):
+    """The database will not work until someone changes something (a folder, the schema)."""
+
+
+class UnsupportedDatabase(ValueError):
+    """A database URL that does not parse or names a database or driver the host cannot use."""
 
 
 def is_postgres(bind: Engine | Connection) -> bool:
     return bind.dialect.name == "postgresql"
 
 
+def parse_url(url: str) -> URL:
+    """`url` as a SQLAlchemy URL on a database and driver we run on; `postgresql://` means
+    psycopg 3, the only PostgreSQL driver installed (SQLAlchemy's own default is psycopg2)."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UnsupportedDatabase(
+            "not a database URL: use postgresql+psycopg://HOST/DB or sqlite:///FILE"
+        ) from None
+    backend = parsed.get_backend_name()
+    if backend not in DRIVERS or parsed.drivername not in (
+        backend,
+        f"{backend}+{DRIVERS[backend]}",
+    ):
+        raise UnsupportedDatabase(
+            f"{parsed.render_as_string(hide_password=True)}: the host runs on PostgreSQL "
+            "(postgresql+psycopg://HOST/DB) and SQLite (sqlite:///FILE) only"
+        )
+    return parsed.set(drivername=f"{backend}+{DRIVERS[backend]}")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names; None for PostgreSQL and for an in-memory database."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
 def connect(url: str, *, pool_size: int = 5) -> Engine:
-    """An engine for `url`, with the settings each database needs to be a safe queue."""
-    parsed = make_url(url)
+    """An engine for `url`, with the settings each database needs to be a safe queue.
+
+    A SQLite file is opened at once: a folder that cannot hold it is a fault of the set-up, said
+    in one line now, not a retry later. A PostgreSQL server is reached on first use.
+    """
+    parsed = parse_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(url)
+        return _sqlite_engine(parsed, sqlite_file(url))
     return create_engine(
-        url,
+        parsed,
         pool_size=pool_size,
         # No pre-ping: it costs a round trip per transaction, and a connection that died with a
         # restarted server fails its next call as `DatabaseUnavailable`, which callers retry
@@ -64,10 +114,9 @@ def connect(url: str, *, pool_size: int = 5) -> Engine:
     )
 
 
-def _sqlite_engine(url: str) -> Engine:
-    database = make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+def _sqlite_engine(url: URL, file: Path | None) -> Engine:
+    if file is not None:
+        _make_room(file)
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
@@ -85,7 +134,29 @@ def _sqlite_engine(url: str) -> Engine:
     def _begin_immediate(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
+    try:
+        engine.connect().close()
+    except DBAPIError as error:
+        engine.dispose()
+        raise DatabaseUnusable(
+            f"cannot open the SQLite database {url.database}: {_first_line(error)}"
+        ) from error
     return engine
+
+
+def _make_room(path: Path) -> None:
+    """The folder of a SQLite file, created if missing; SQLite writes its journal beside the file
+    (`-wal`, `-shm`), so the folder must be writable even when the file exists."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DatabaseUnusable(
+            f"cannot create the folder {path.parent} of the SQLite database: {error.strerror}"
+        ) from error
+    if not os.access(path.parent, os.W_OK):
+        raise DatabaseUnusable(
+            f"cannot write the SQLite database {path}: its folder {path.parent} is not writable"
+        )
 
 
 @contextmanager
@@ -106,5 +177,9 @@ def connection_lost(error: DBAPIError) -> bool:
 
 
 def _describe(error: DBAPIError) -> str:
-    first_line = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-    return f"database unavailable: {first_line}"
+    return f"database unavailable: {_first_line(error)}"
+
+
+def _first_line(error: DBAPIError) -> str:
+    """The driver's own message, without SQLAlchemy's statement and background link."""
+    return (str(error.orig) if error.orig else str(error)).strip().splitlines()[0]

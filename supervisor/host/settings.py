@@ -2,6 +2,8 @@
 
 Every tunable carries its unit in its name and its reason beside it. The defaults run the host
 with nothing else installed: a SQLite file and an artifacts folder under `./.storyshelf/`.
+Settings that cannot work together are named by `HostSettings.problems()`, and `run` refuses
+them before it starts anything.
 """
 
 from __future__ import annotations
@@ -13,18 +15,25 @@ from pathlib import Path
 from supervisor.host.cadence import CANCEL_CHECK_SECONDS, Cadence
 
 DEFAULT_HOME = Path(".storyshelf")
+#: The embedded default: a SQLite file of this host's own, which commands migrate by themselves.
+EMBEDDED_DATABASE_URL = f"sqlite:///{DEFAULT_HOME / 'storyshelf.db'}"
+DEFAULT_ARTIFACTS = DEFAULT_HOME / "artifacts"
+#: The longest stall a lease leaves room for, as a share of the lease: progress renews the lease
+#: at most every quarter lease, so a child that falls silent may leave only three quarters of
+#: it; the hung child must be killed before that runs out, or another host could take the job
+#: while it still runs here. Two thirds leaves a twelfth of the lease (5 s of the default 60 s)
+#: for the loop to notice the stall (it sleeps at most 1 s) and record the crash.
+STALL_SHARE_OF_LEASE = 2 / 3
 
 
 def default_database_url() -> str:
-    """`STORYSHELF_DATABASE_URL`, else a SQLite file under `./.storyshelf/`."""
-    return (
-        os.environ.get("STORYSHELF_DATABASE_URL") or f"sqlite:///{DEFAULT_HOME / 'storyshelf.db'}"
-    )
+    """`STORYSHELF_DATABASE_URL`, else the embedded default."""
+    return os.environ.get("STORYSHELF_DATABASE_URL") or EMBEDDED_DATABASE_URL
 
 
 def default_artifacts() -> Path:
     """`STORYSHELF_ARTIFACTS`, else `./.storyshelf/artifacts`."""
-    return Path(os.environ.get("STORYSHELF_ARTIFACTS") or DEFAULT_HOME / "artifacts")
+    return Path(os.environ.get("STORYSHELF_ARTIFACTS") or DEFAULT_ARTIFACTS)
 
 
 @dataclass(frozen=True)
@@ -38,8 +47,9 @@ class HostSettings:
     #: How long a claimed job is ours without a renewal.
     lease_seconds: float = 60.0
     #: A child that reports no progress for this long is hung: killed, and the job counts a crash.
-    #: Shorter than the lease, so a hung child is stopped before another host could take its job.
-    stall_seconds: float = 45.0
+    #: At most `STALL_SHARE_OF_LEASE` of the lease, so a hung child is stopped before another
+    #: host could take its job.
+    stall_seconds: float = 40.0
     #: Crashes of one job before it is failed with `fail_crashed_capture`.
     max_crashes: int = 3
     #: Retry delay after the first failure, doubled per attempt up to `backoff_max_seconds`.
@@ -66,3 +76,41 @@ class HostSettings:
     cancel_check_seconds: float = CANCEL_CHECK_SECONDS
     #: Host identity written to `locked_by`; unique per process.
     host_id: str = ""
+
+    def problems(self) -> list[str]:
+        """Why these settings cannot work, in the words of `run`'s options; empty when they can.
+
+        Checked at start, so that a host never runs with a lease that lapses under a live child
+        or a pool that cannot hold a child; each problem names the option that fixes it.
+        """
+        found = [
+            f"{flag} must be more than 0, not {value:g}"
+            for flag, value in (
+                ("--lease-seconds", self.lease_seconds),
+                ("--stall-seconds", self.stall_seconds),
+                ("--backoff-base-seconds", self.backoff_base_seconds),
+                ("--soft-rss-mib", self.soft_rss_bytes / 2**20),
+                ("--hard-rss-mib", self.hard_rss_bytes / 2**20),
+                ("--poll-seconds", self.cadence.idle_seconds),
+            )
+            if not value > 0
+        ]
+        found += [
+            f"{flag} must be 1 or more, not {value}"
+            for flag, value in (
+                ("--concurrency", self.concurrency),
+                ("--max-crashes", self.max_crashes),
+                ("--max-jobs-per-child", self.max_jobs_per_child),
+            )
+            if value is not None and value < 1
+        ]
+        if self.drain_seconds < 0:
+            found.append(f"--drain-seconds must be 0 or more, not {self.drain_seconds:g}")
+        longest_stall = self.lease_seconds * STALL_SHARE_OF_LEASE
+        if self.lease_seconds > 0 and self.stall_seconds > longest_stall:
+            found.append(
+                f"--stall-seconds {self.stall_seconds:g} leaves no room to renew the lease: with "
+                f"--lease-seconds {self.lease_seconds:g} it must be at most {longest_stall:g} "
+                "(two thirds of the lease)"
+            )
+        return found

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import structlog
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 GIB = 2**30
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,12 @@ def cgroup_v1_limits(
 def size_host(
     child_memory_bytes: int, override: int | None = None, root: Path = CGROUP_ROOT
 ) -> Sizing:
-    """Slots and libvips threads per child, with the reason in words for the log."""
+    """Slots and libvips threads per child, with the reason in words for the log.
+
+    `--concurrency` (the override) is capped at what memory holds: more children than that
+    would not run faster, they would push the machine into the OOM killer, which takes the host
+    as readily as a child. The cap is in the reason, and logged as a warning.
+    """
     cpus = float(len(os.sched_getaffinity(0)))
     available = psutil.virtual_memory().available
     folder = own_cgroup_dir(root)
@@ -121,12 +129,18 @@ def size_host(
     if limits[1] is not None:
         available = min(available, limits[1])
     whole_cpus = max(1, math.floor(cpus))
-    by_memory = max(1, available // child_memory_bytes)
-    slots = override if override is not None else int(min(whole_cpus, by_memory))
-    threads = max(1, whole_cpus // max(slots, 1))
+    by_memory = int(max(1, available // child_memory_bytes))
+    if override is None:
+        slots, why = min(whole_cpus, by_memory), ""
+    elif override > by_memory:
+        slots, why = by_memory, f" (--concurrency {override} capped by memory)"
+    else:
+        slots, why = override, " (--concurrency)"
+    threads = max(1, whole_cpus // slots)
     reason = (
         f"{slots} slots: {cpus:g} CPUs, {available / GIB:.1f} GiB available, "
-        f"{child_memory_bytes / 2**20:.0f} MiB per child, {threads} libvips threads each"
-        + (" (--concurrency)" if override is not None else "")
+        f"{child_memory_bytes / 2**20:.0f} MiB per child, {threads} libvips threads each{why}"
     )
+    if override is not None and slots < override:
+        log.warning("concurrency capped by memory", asked=override, slots=slots, reason=reason)
     return Sizing(slots, threads, reason)

@@ -27,6 +27,7 @@ def test_short_chaos_soak_holds_every_invariant() -> None:
     command = [
         sys.executable, str(ROOT / "scripts" / "chaos"),
         "--builds", "8", "--snapshots", "24", "--shards", "2", "--minutes", "1", "--seed", "20",
+        "--lease-seconds", "10", "--stall-seconds", "6",  # a stall the lease leaves room for
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-4000:]

@@ -138,7 +138,7 @@ def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease
     engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
 ) -> None:
     accepted_baseline(engine, artifacts, tmp_path, start_host)
-    short_lease = (*FAST, "--concurrency", "1", "--lease-seconds", "2", "--stall-seconds", "1.5")
+    short_lease = (*FAST, "--concurrency", "1", "--lease-seconds", "2", "--stall-seconds", "1.2")
     doomed = start_host(*short_lease)
     doomed.wait_for_event("image engine loaded")
     queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 1)

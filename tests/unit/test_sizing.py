@@ -104,3 +104,10 @@ def test_a_kill_reads_as_its_reason_with_what_was_wrong() -> None:
     assert Kill("memory limit").cause == "memory limit"
     assert Kill("hung", "no progress for 45 s").cause == "hung (no progress for 45 s)"
     assert Kill("protocol error", "undecodable frame").cause == "protocol error: undecodable frame"
+
+
+def test_concurrency_far_above_what_memory_holds_is_capped_with_the_reason() -> None:
+    per_child = 2**40  # a tebibyte per child: memory holds one
+    sizing = size_host(child_memory_bytes=per_child, override=64)
+    assert sizing.slots == 1
+    assert "(--concurrency 64 capped by memory)" in sizing.reason

@@ -1,0 +1,243 @@
+"""Bad input of every kind: one line on stderr, a non-zero exit, no traceback, nothing stored.
+
+Each case is one row of `CASES`, run as a user would run it (`python -m supervisor ...` in a
+subprocess) on PostgreSQL and on SQLite. A row's arguments, environment and working folder may
+name the places of `Places` in braces (`{database}`, `{empty}`, ...). After every row the
+migrated database still has no rows and no file appeared anywhere under the test's folder. More
+bad inputs are more rows.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, inspect, select
+
+from supervisor.db.connection import connect
+from supervisor.db.tables import metadata
+from tests.capture_helpers import write_png
+from tests.hosts import ROOT
+from tests.postgres_server import free_port
+
+#: `prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE)`: without it root writes into any folder.
+PR_CAPBSET_DROP, CAP_DAC_OVERRIDE = 24, 1
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input and a fragment of the one line it must give."""
+
+    id: str
+    args: tuple[str, ...]
+    says: str
+    env: dict[str, str] = field(default_factory=dict)
+    #: The working folder (a place name in braces, like the arguments).
+    cwd: str = "{work}"
+
+
+@dataclass(frozen=True)
+class Places:
+    """What a row may name: `{database}` migrated and empty, `{empty}` with no schema,
+    `{unreachable}` a PostgreSQL port nobody listens on, `{readonly}` a folder nobody may write,
+    `{work}` the working folder, `{images}` a folder with one good PNG, `{artifacts}`."""
+
+    database: str
+    empty: str
+    unreachable: str
+    readonly: Path
+    work: Path
+    images: Path
+    artifacts: Path
+
+    def fill(self, text: str) -> str:
+        return text.format(**{name: str(value) for name, value in vars(self).items()})
+
+
+UPLOAD = ("enqueue-build", "--project", "web", "--branch", "main", "--images", "{images}")
+NO_SCHEMA = "no Storyshelf schema here: run `python -m supervisor migrate`"
+ON = ("--database-url", "{database}", "--artifacts", "{artifacts}")
+RUN = ("run", *ON, "--drain")
+
+CASES = [
+    # Database URLs (issue 9, item 12)
+    Case("garbage url", ("status", "--database-url", "garbage"), "not a database URL"),
+    Case(
+        "garbage url from the environment",
+        ("status",),
+        "(--database-url or STORYSHELF_DATABASE_URL)",
+        env={"STORYSHELF_DATABASE_URL": "::nonsense::"},
+    ),
+    Case(
+        "unsupported dialect",
+        ("status", "--database-url", "mysql://u:secret@db/storyshelf"),
+        "mysql://u:***@db/storyshelf: the host runs on PostgreSQL",
+    ),
+    Case("unreachable server: migrate", ("migrate", "--database-url", "{unreachable}"), "database unavailable"),
+    Case("unreachable server: status", ("status", "--database-url", "{unreachable}"), "database unavailable"),
+    Case(
+        "unreachable server: enqueue-build",
+        (*UPLOAD, "--database-url", "{unreachable}", "--artifacts", "{artifacts}"),
+        "database unavailable",
+    ),
+    Case(
+        "unreachable server: run --migrate",
+        ("run", "--migrate", "--drain", "--database-url", "{unreachable}"),
+        "database unavailable",
+    ),
+    Case(
+        "sqlite file in a read-only folder: migrate",
+        ("migrate", "--database-url", "sqlite:///{readonly}/storyshelf.db"),
+        "its folder {readonly} is not writable",
+    ),
+    Case(
+        "sqlite file in a read-only folder: run --migrate",
+        ("run", "--migrate", "--drain", "--database-url", "sqlite:///{readonly}/storyshelf.db"),
+        "its folder {readonly} is not writable",
+    ),
+    Case(
+        "sqlite folder under a read-only folder",
+        ("migrate", "--database-url", "sqlite:///{readonly}/more/storyshelf.db"),
+        "cannot create the folder {readonly}/more of the SQLite database",
+    ),
+    Case(
+        "sqlite file that is not there",
+        ("status", "--database-url", "sqlite:///{work}/typo.db"),
+        NO_SCHEMA,
+    ),
+    Case(
+        "default path in a read-only working folder: enqueue-build",
+        UPLOAD,
+        "cannot create the folder .storyshelf of the SQLite database",
+        cwd="{readonly}",
+    ),
+    Case(
+        "default path in a read-only working folder: status",
+        ("status",),
+        "cannot create the folder .storyshelf",
+        cwd="{readonly}",
+    ),
+    Case(
+        "default path in a read-only working folder: run",
+        ("run", "--drain"),
+        "cannot create the folder .storyshelf",
+        cwd="{readonly}",
+    ),
+    # A database with no schema (item 13)
+    *(
+        Case(f"no schema: {args[0]}", (*args, "--database-url", "{empty}", "--artifacts", "{artifacts}"), NO_SCHEMA)
+        for args in (("status",), ("build", "1"), ("cancel", "1"), ("project", "web"), UPLOAD, ("run", "--drain"))
+    ),
+    # Values from flags and from STORYSHELF_* alike (item 14)
+    Case(
+        "concurrency from the environment",
+        RUN,
+        "'abc' is not a whole number (--concurrency or STORYSHELF_CONCURRENCY)",
+        env={"STORYSHELF_CONCURRENCY": "abc"},
+    ),
+    Case("lease from the environment", RUN, "STORYSHELF_LEASE_SECONDS", env={"STORYSHELF_LEASE_SECONDS": "soon"}),
+    Case("poll seconds not a number", (*RUN, "--poll-seconds", "nan"), "'nan' is not a number"),
+    Case("log level", ("status", *ON, "--log-level", "loud"), "'loud' is not one of debug, info, warning, error"),
+    Case("log level from the environment", ("status", *ON), "STORYSHELF_LOG_LEVEL", env={"STORYSHELF_LOG_LEVEL": "loud"}),
+    Case("build id too large", ("build", "99999999999999999999", *ON), "is not a whole number from 1"),
+    Case("build id not a number", ("build", "seven", *ON), "'seven' is not a whole number"),
+    Case("cancel id zero", ("cancel", "0", *ON), "'0' is not a whole number from 1"),
+    Case("project metric", ("project", "web", *ON, "--metric", "rgb"), "'rgb' is not one of yiq, oklab"),
+    Case("project threshold", ("project", "web", *ON, "--threshold", "high"), "'high' is not a number"),
+    Case("project budget too large", ("project", "web", *ON, "--budget", "99999999999"), "up to 2147483647"),
+    Case("unknown option", ("status", *ON, "--colour"), "unrecognized arguments: --colour"),
+    Case("shards not a number", (*UPLOAD, *ON, "--shards", "two"), "argument --shards"),
+    # Settings that cannot work (item 10)
+    Case("stall leaves the lease no room", (*RUN, "--stall-seconds", "45"), "must be at most 40"),
+    Case(
+        "stall from the environment leaves no room",
+        (*RUN, "--lease-seconds", "10"),
+        "--stall-seconds 40 leaves no room",
+        env={"STORYSHELF_STALL_SECONDS": "40"},
+    ),
+    Case("lease of 0", (*RUN, "--lease-seconds", "0"), "--lease-seconds must be more than 0"),
+    Case("negative lease", (*RUN, "--lease-seconds", "-1"), "--lease-seconds must be more than 0"),
+    Case("concurrency 0", (*RUN, "--concurrency", "0"), "--concurrency must be 1 or more, not 0"),
+    Case("concurrency -1", (*RUN, "--concurrency", "-1"), "--concurrency must be 1 or more, not -1"),
+    Case("memory limit of 0", (*RUN, "--hard-rss-mib", "0"), "--hard-rss-mib must be more than 0, not 0"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def places(database_url: str, empty_database_url: str, tmp_path: Path) -> Places:
+    readonly = tmp_path / "readonly"
+    readonly.mkdir()
+    readonly.chmod(0o555)
+    work = tmp_path / "work"
+    work.mkdir()
+    images = tmp_path / "images"
+    write_png(images / "button.png")
+    return Places(
+        database=database_url,
+        empty=empty_database_url,
+        unreachable=f"postgresql+psycopg://storyshelf@127.0.0.1:{free_port()}/storyshelf",
+        readonly=readonly,
+        work=work,
+        images=images,
+        artifacts=tmp_path / "artifacts",
+    )
+
+
+def without_override() -> None:
+    """In the child, before exec: root, too, meets folder permissions."""
+    if os.geteuid() == 0:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def files_under(folder: Path) -> set[Path]:
+    return {path for path in folder.rglob("*") if path.is_file()}
+
+
+def rows_and_tables(url: str) -> tuple[int, list[str]]:
+    """Rows in every Storyshelf table (of a migrated database), or the tables of one without."""
+    engine = connect(url)
+    try:
+        with engine.connect() as conn:
+            tables = sorted(inspect(conn).get_table_names())
+            if "jobs" not in tables:
+                return 0, tables
+            rows = sum(
+                conn.execute(select(func.count()).select_from(table)).scalar_one()
+                for table in metadata.sorted_tables
+            )
+            return rows, tables
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_one_line_and_stores_nothing(
+    case: Case, places: Places, tmp_path: Path
+) -> None:
+    before = files_under(tmp_path)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("STORYSHELF_")}
+    env.update({name: places.fill(value) for name, value in case.env.items()}, PYTHONPATH=str(ROOT))
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", *(places.fill(arg) for arg in case.args)],
+        cwd=places.fill(case.cwd),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=without_override,
+    )
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert places.fill(case.says) in result.stderr
+    assert result.stdout == ""
+    assert files_under(tmp_path) == before
+    assert rows_and_tables(places.database)[0] == 0
+    assert rows_and_tables(places.empty)[1] == []
