@@ -499,6 +499,9 @@ LEASE_FAULTS = frozenset({"host SIGKILL", "child SIGSTOP", "postgres restart"})
 CANCEL_SHARE = 0.15
 #: Seconds between faults: a draw from this range after each one.
 FAULT_GAP_SECONDS = (0.3, 2.0)
+#: After a fault that found nothing to hit (no busy child, no started host), the next comes
+#: this soon instead: short rounds would otherwise pass with hardly a fault.
+MISS_GAP_SECONDS = 0.2
 #: How long a fault that lasts (forks refused, reports unwritable) holds: a draw from this range.
 OUTAGE_SECONDS = (2.0, 6.0)
 #: How long a host may take to exit after the final SIGTERM (its drain is 10 s).
@@ -810,8 +813,10 @@ class Round:
             if chosen and time.monotonic() >= next_at:
                 fault: FaultType = self.schedule.choices(list(chosen), list(chosen.values()))[0]
                 hold = self.schedule.uniform(*OUTAGE_SECONDS)
-                self.injected(fault, self.inject_one(fault, hold))
-                next_at = time.monotonic() + self.schedule.uniform(*FAULT_GAP_SECONDS)
+                gap = self.schedule.uniform(*FAULT_GAP_SECONDS)
+                hit = self.inject_one(fault, hold)
+                self.injected(fault, hit)
+                next_at = time.monotonic() + (gap if hit is not None else MISS_GAP_SECONDS)
             time.sleep(0.1)
         self.end_outages(math.inf)
 
@@ -935,7 +940,7 @@ class Round:
         moved = move_tree(host.pid, group)
         tasks = (group / "pids.current").read_text().strip()
         (group / "pids.max").write_text(tasks)
-        moved += move_tree(host.pid, group)
+        move_tree(host.pid, group)  # what forked before the limit took hold
 
         def restore() -> str:
             with contextlib.suppress(FileNotFoundError):
@@ -1200,9 +1205,19 @@ def every_build_ended(evidence: Evidence) -> list[str]:
 
 def reports_made_again(evidence: Evidence) -> list[str]:
     """The report is a view, made after the commit: a folder that could not be written for a
-    while fails no write (the soak's cancels included), and looking at an ended build makes
-    its report if it is missing."""
-    return evidence.round.view_errors + evidence.reports_missing
+    while fails or retries no job and no write (the soak's cancels included), and looking at
+    an ended build makes its report if it is missing."""
+    folder = str(evidence.round.artifacts / REPORTS_FOLDER)
+    jobs_hit = {
+        int(event["job_id"]): f"{event['event']}: {event['error']}"
+        for event in evidence.events
+        if event.get("job_id") is not None and folder in str(event.get("error", ""))
+    }
+    return (
+        [f"job {job_id} {what}" for job_id, what in sorted(jobs_hit.items())]
+        + evidence.round.view_errors
+        + evidence.reports_missing
+    )
 
 
 def results_recorded_once(evidence: Evidence) -> list[str]:
