@@ -1,18 +1,26 @@
-"""The chaos soak: several hosts share one PostgreSQL while their children, the hosts themselves
-and the database are killed at random; afterwards, the promises of DESIGN section 3 are checked.
+"""The chaos soak: several hosts share one PostgreSQL while their children, their fork servers,
+the hosts themselves and the database are killed at random, forks are refused, the reports
+folder cannot be written and one host's clock is off; afterwards, the promises of DESIGN
+section 3 are checked.
 
 Each path (a crash, a hang, a lost lease, a drain, a database restart, a cancel) has its own
 test; only hosts that share a database while those faults overlap show whether the paths
 compose: whether every job still ends exactly once, every shard's results are recorded exactly
-once, and the verdicts equal those of a calm run of the same workload.
+once, the verdicts equal those of a calm run of the same workload, and every host exits only
+when told to (0 after SIGTERM, or killed by the SIGKILL it was sent).
 
 A run: generate the workload (screenshot-like PNGs, drawn in pure Python like
-`supervisor.commands.demo_images`), run it calmly once with one host for the reference results, then run
-rounds until `--minutes` have passed. A round gets a fresh database and artifacts folder,
-captures the accepted `main` build calmly (the baselines), enqueues the other builds, starts the
-hosts and injects faults until its builds are done or the time is up, lets the hosts finish,
-stops them with SIGTERM and checks the invariants. The fault schedule (which fault, how long
-after the last) is a function of `--seed`; what a fault hits depends on what runs at that moment.
+`supervisor.commands.demo_images`), run it calmly once with one host for the reference results,
+then run rounds until `--minutes` have passed. A round gets a fresh database and artifacts
+folder, captures the accepted `main` build calmly (the baselines), enqueues the other builds,
+starts the hosts (one of them, and whichever replaces it, with its wall clock 30 s ahead or
+behind, by libfaketime) and injects faults until its builds are done or the time is up, ends
+the faults that last (forks refused, reports unwritable), lets the hosts finish, stops them with
+SIGTERM, looks at every ended build with `python -m supervisor build ID` and checks the
+invariants. The fault schedule (which fault, how long it lasts, how long after the last) is a
+function of `--seed`; what a fault hits depends on what runs at that moment. `--faults` picks
+the faults; one this machine cannot inject (no writable pids cgroup as root, no libfaketime) is
+dropped with one line, except libfaketime under `CI=true`.
 """
 
 from __future__ import annotations
