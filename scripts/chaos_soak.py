@@ -1,18 +1,26 @@
-"""The chaos soak: several hosts share one PostgreSQL while their children, the hosts themselves
-and the database are killed at random; afterwards, the promises of DESIGN section 3 are checked.
+"""The chaos soak: several hosts share one PostgreSQL while their children, their fork servers,
+the hosts themselves and the database are killed at random, forks are refused, the reports
+folder cannot be written and one host's clock is off; afterwards, the promises of DESIGN
+section 3 are checked.
 
 Each path (a crash, a hang, a lost lease, a drain, a database restart, a cancel) has its own
 test; only hosts that share a database while those faults overlap show whether the paths
 compose: whether every job still ends exactly once, every shard's results are recorded exactly
-once, and the verdicts equal those of a calm run of the same workload.
+once, the verdicts equal those of a calm run of the same workload, and every host exits only
+when told to (0 after SIGTERM, or killed by the SIGKILL it was sent).
 
 A run: generate the workload (screenshot-like PNGs, drawn in pure Python like
-`supervisor.commands.demo_images`), run it calmly once with one host for the reference results, then run
-rounds until `--minutes` have passed. A round gets a fresh database and artifacts folder,
-captures the accepted `main` build calmly (the baselines), enqueues the other builds, starts the
-hosts and injects faults until its builds are done or the time is up, lets the hosts finish,
-stops them with SIGTERM and checks the invariants. The fault schedule (which fault, how long
-after the last) is a function of `--seed`; what a fault hits depends on what runs at that moment.
+`supervisor.commands.demo_images`), run it calmly once with one host for the reference results,
+then run rounds until `--minutes` have passed. A round gets a fresh database and artifacts
+folder, captures the accepted `main` build calmly (the baselines), enqueues the other builds,
+starts the hosts (one of them, and whichever replaces it, with its wall clock 30 s ahead or
+behind, by libfaketime) and injects faults until its builds are done or the time is up, ends
+the faults that last (forks refused, reports unwritable), lets the hosts finish, stops them with
+SIGTERM, looks at every ended build with `python -m supervisor build ID` and checks the
+invariants. The fault schedule (which fault, how long it lasts, how long after the last) is a
+function of `--seed`; what a fault hits depends on what runs at that moment. `--faults` picks
+the faults; one this machine cannot inject (no writable pids cgroup as root, no libfaketime) is
+dropped with one line, except libfaketime under `CI=true`.
 """
 
 from __future__ import annotations
@@ -20,26 +28,33 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import re
 import resource
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
+from supervisor.builds.report import REPORTS_FOLDER, report_path
 from supervisor.builds.uploads import enqueue_build, store_images
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
@@ -197,15 +212,106 @@ def _no_core_dumps() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+#: Where Debian's `faketime` package puts its preload library, by architecture.
+FAKETIME_LIBRARY_PATTERNS = (
+    "usr/lib/{multiarch}/faketime/libfaketime.so.1",
+    "usr/lib/*/faketime/libfaketime.so.1",
+    "usr/lib*/faketime/libfaketime.so.1",
+    "usr/local/lib*/faketime/libfaketime.so.1",
+)
+#: How far a shifted host's wall clock is from the database's: the seed picks the sign.
+CLOCK_SHIFT_SECONDS = 30
+
+
+@cache
+def find_libfaketime() -> Path | None:
+    """libfaketime's preload library on this machine (its folder is named for the architecture)."""
+    multiarch = sysconfig.get_config_var("MULTIARCH") or "*"
+    for pattern in FAKETIME_LIBRARY_PATTERNS:
+        for path in sorted(Path("/").glob(pattern.format(multiarch=multiarch))):
+            if path.is_file():
+                return path
+    return None
+
+
+#: libfaketime 0.9.10 (Debian 12's) mistranslates `clock_nanosleep(CLOCK_MONOTONIC,
+#: TIMER_ABSTIME)` when it leaves the monotonic clock alone, and the kernel refuses it with
+#: EINVAL (wolfcw/libfaketime#426); Python 3.11's `time.sleep` is that call. Where the probe in
+#: `sleep_shim` sees it, a shifted host gets this `sitecustomize`: the same wait, relative.
+SLEEP_SHIM = """# time.sleep as a relative wait: the libfaketime in use breaks the absolute one.
+import select
+import time
+
+
+def _sleep(seconds: float) -> None:
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    select.select([], [], [], seconds)
+
+
+time.sleep = _sleep
+"""
+
+
+@dataclass(frozen=True)
+class ClockShift:
+    """A host's wall clock moved by `seconds` with libfaketime; its monotonic clock is left
+    alone, so only the decisions that wrongly read the wall clock see the shift. `shim` is a
+    folder for PYTHONPATH holding `SLEEP_SHIM`, where this libfaketime needs it."""
+
+    seconds: int
+    library: Path
+    shim: Path | None
+
+    def environment(self) -> dict[str, str]:
+        preload = " ".join(filter(None, (str(self.library), os.environ.get("LD_PRELOAD"))))
+        path = os.pathsep.join(str(folder) for folder in (self.shim, ROOT) if folder is not None)
+        return {
+            "LD_PRELOAD": preload,
+            "FAKETIME": f"{self.seconds:+d}s",
+            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": path,
+        }
+
+
+def sleep_shim(library: Path, work: Path) -> Path | None:
+    """A folder holding `SLEEP_SHIM` if `time.sleep` fails under `library`, else None."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import time; time.sleep(0.001)"],
+        env={**os.environ, **ClockShift(CLOCK_SHIFT_SECONDS, library, None).environment()},
+        capture_output=True,
+        check=False,
+    )
+    if probe.returncode == 0:
+        return None
+    folder = work / "sleep-shim"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(SLEEP_SHIM)
+    return folder
+
+
+#: How the soak ended a host: "sigkill" (must die of it), "sigterm" (must exit 0), "died"
+#: (it exited unasked: always a bug).
+EndedBy = Literal["sigkill", "sigterm", "died"]
+
+
 @dataclass
 class HostRun:
-    """One `python -m supervisor run` subprocess and how the soak ended it."""
+    """One `python -m supervisor run` subprocess, how the soak ended it and how it exited."""
 
     process: subprocess.Popen[bytes]
     log_path: Path
-    #: "sigkill", "sigterm" (must exit 0), "died" (unasked: a bug), or None while it runs.
-    ended_by: str | None = None
+    clock: ClockShift | None
+    ended_by: EndedBy | None = None
     exit_code: int | None = None
+    #: Its signal handlers were set when the soak sent SIGTERM (else the default action kills it).
+    stopped_after_start: bool = True
+    #: It did not exit within `STOP_TIMEOUT_SECONDS` of the final SIGTERM, and was killed.
+    stop_timed_out: bool = False
+    #: The host process's own CPU seconds (not its children's) between the first and the last
+    #: time the soak looked at it after it started, and those moments (monotonic).
+    cpu_first: tuple[float, float] | None = None
+    cpu_last: tuple[float, float] | None = None
 
     @property
     def pid(self) -> int:
@@ -232,11 +338,39 @@ class HostRun:
                 if isinstance(event, dict):
                     yield event
 
+    def log_tail(self, lines: int = 6) -> list[str]:
+        """The last lines of its log (a traceback ends there), each cut to a readable width."""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return [line[:300] for line in text[-lines:]]
 
-def start_host(url: str, artifacts: Path, logs: Path, options: list[str]) -> HostRun:
+    def sample_cpu(self) -> None:
+        """Note its CPU time now; `cpu_rate` is the rate between the first and last notes."""
+        if not self.started:
+            return
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(self.pid).cpu_times()
+            sample = (time.monotonic(), times.user + times.system)
+            self.cpu_first = self.cpu_first or sample
+            self.cpu_last = sample
+
+    def cpu_rate(self) -> tuple[float, float] | None:
+        """(CPU seconds per second, seconds observed) of the host process itself."""
+        if self.cpu_first is None or self.cpu_last is None:
+            return None
+        seconds = self.cpu_last[0] - self.cpu_first[0]
+        if seconds <= 0:
+            return None
+        return (self.cpu_last[1] - self.cpu_first[1]) / seconds, seconds
+
+
+def start_host(
+    url: str, artifacts: Path, logs: Path, options: list[str], clock: ClockShift | None = None
+) -> HostRun:
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"host-{time.monotonic_ns()}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_LOG_LEVEL": "info"}
+    if clock is not None:
+        env |= clock.environment()
     command = [
         sys.executable, "-m", "supervisor", "run",
         "--database-url", url, "--artifacts", str(artifacts), *options,
@@ -250,7 +384,7 @@ def start_host(url: str, artifacts: Path, logs: Path, options: list[str]) -> Hos
             cwd=ROOT,
             preexec_fn=_no_core_dumps,
         )
-    return HostRun(process, log_path)
+    return HostRun(process, log_path, clock)
 
 
 def run_to_end(url: str, artifacts: Path, logs: Path, options: list[str]) -> None:
@@ -329,10 +463,15 @@ def read_results(conn: Connection) -> dict[str, BuildResult]:
 
 # -- faults ----------------------------------------------------------------------------------
 
+#: The faults injected at random moments.
 FaultType = Literal[
     "child SIGKILL",
     "child SIGSEGV",
     "child SIGSTOP",
+    "fork server SIGKILL",
+    "fork server SIGSEGV",
+    "forks refused",
+    "reports unwritable",
     "host SIGKILL",
     "host SIGTERM",
     "postgres restart",
@@ -342,11 +481,20 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
     "child SIGKILL": 5,
     "child SIGSEGV": 4,
     "child SIGSTOP": 1,
+    "fork server SIGKILL": 1,
+    "fork server SIGSEGV": 1,
+    "forks refused": 1,
+    "reports unwritable": 1,
     "host SIGKILL": 1,
     "host SIGTERM": 1,
     "postgres restart": 1,
     "cancel": 1,
 }
+#: Faults that last a whole round rather than a moment: one host of each round (and whichever
+#: host replaces it) runs with its wall clock shifted.
+RoundFault = Literal["shifted clock"]
+FaultName = FaultType | RoundFault
+ALL_FAULTS: tuple[FaultName, ...] = (*get_args(FaultType), *get_args(RoundFault))
 #: The crash cause a host records for each child fault (see `supervisor.host.deaths`).
 CRASH_FAULTS: dict[str, FaultType] = {
     "SIGKILL (likely out of memory)": "child SIGKILL",
@@ -359,6 +507,13 @@ LEASE_FAULTS = frozenset({"host SIGKILL", "child SIGSTOP", "postgres restart"})
 CANCEL_SHARE = 0.15
 #: Seconds between faults: a draw from this range after each one.
 FAULT_GAP_SECONDS = (0.3, 2.0)
+#: After a fault that found nothing to hit (no busy child, no started host), the next comes
+#: this soon instead: short rounds would otherwise pass with hardly a fault.
+MISS_GAP_SECONDS = 0.2
+#: How long a fault that lasts (forks refused, reports unwritable) holds: a draw from this range.
+OUTAGE_SECONDS = (2.0, 6.0)
+#: How long a host may take to exit after the final SIGTERM (its drain is 10 s).
+STOP_TIMEOUT_SECONDS = 60.0
 #: A round is started only with this much of `--minutes` left: one with no time for faults
 #: would only repeat the calm run.
 MIN_ROUND_SECONDS = 20.0
@@ -372,6 +527,179 @@ class Fault:
     job_ids: tuple[int, ...]
 
 
+#: What a fault hit (a description) and the jobs that were running there.
+Hit = tuple[str, tuple[int, ...]]
+
+
+@dataclass
+class Outage:
+    """A fault that lasts: what it took away, until when, and how to give it back (`restore`
+    says what it gave back)."""
+
+    what: str
+    ends_at: float
+    restore: Callable[[], str]
+
+
+def fork_server_of(host_pid: int) -> int | None:
+    """The pid of the host's fork server: the host's direct child still in the host's process
+    group. Job children are direct children too (the host is their subreaper), but each calls
+    `setsid` and leads its own group; one forked a moment ago may not have yet, so the oldest
+    candidate is taken: the fork server starts before any child it forks."""
+    candidates = []
+    with contextlib.suppress(psutil.Error, ProcessLookupError):
+        group = os.getpgid(host_pid)
+        for child in psutil.Process(host_pid).children():
+            with contextlib.suppress(psutil.Error, ProcessLookupError):
+                if child.status() != psutil.STATUS_ZOMBIE and os.getpgid(child.pid) == group:
+                    candidates.append((child.create_time(), child.pid))
+    return min(candidates)[1] if candidates else None
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants now (empty if it is gone)."""
+    try:
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+#: How forks are refused: a cgroup v1 pids group over the host's whole tree (as root), or a
+#: low RLIMIT_NPROC on its fork server (not as root: root's forks ignore the limit).
+RefusalMethod = Literal["pids cgroup", "RLIMIT_NPROC"]
+
+
+@cache
+def pids_hierarchy() -> Path | None:
+    """The cgroup v1 pids hierarchy, if it is mounted read-write and we may make groups in it."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) < 4 or fields[2] != "cgroup":
+                continue
+            if {"pids", "rw"} <= set(fields[3].split(",")):
+                probe = Path(fields[1]) / f"storyshelf-chaos-probe-{os.getpid()}"
+                with contextlib.suppress(OSError):
+                    probe.mkdir()
+                    probe.rmdir()
+                    return Path(fields[1])
+    return None
+
+
+def forks_refusal_method() -> RefusalMethod | None:
+    if pids_hierarchy() is not None:
+        return "pids cgroup"
+    if os.geteuid() != 0:
+        return "RLIMIT_NPROC"
+    return None
+
+
+def pids_cgroup_of(pid: int) -> Path:
+    """The pids group `pid` is in, as a folder of the hierarchy."""
+    root = pids_hierarchy()
+    assert root is not None
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _number, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            return root / path.lstrip("/")
+    return root
+
+
+def move_tree(pid: int, group: Path) -> int:
+    """Move `pid` and every descendant into `group`, again until none is left outside (a
+    process forked meanwhile may have been born in the old group); how many were moved."""
+    moved: set[int] = set()
+    while new := [process for process in process_tree(pid) if process not in moved]:
+        for process in new:
+            with contextlib.suppress(ProcessLookupError):
+                (group / "cgroup.procs").write_text(str(process))
+            moved.add(process)
+    return len(moved)
+
+
+def release_group(group: Path, origin: Path) -> str | None:
+    """Move what is left in `group` back to `origin` and remove it; what went wrong, if anything."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            for process in (group / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    (origin / "cgroup.procs").write_text(process)
+            group.rmdir()
+            return None
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            if time.monotonic() > deadline:
+                return f"cgroup {group} not removed: {error}"
+            time.sleep(0.1)
+
+
+def limit_nproc(fork_server: int) -> tuple[str, Callable[[], str]]:
+    """Lower the fork server's soft RLIMIT_NPROC to the number of tasks its user runs now, so
+    its next fork fails with EAGAIN; the hard limit stays, so the soft one can be raised back."""
+    uid = os.getuid()
+    tasks = sum(
+        process.info["num_threads"] or 0
+        for process in psutil.process_iter(["uids", "num_threads"])
+        if process.info["uids"] is not None and process.info["uids"].real == uid
+    )
+    soft, hard = resource.prlimit(fork_server, resource.RLIMIT_NPROC)
+    low = tasks if hard == resource.RLIM_INFINITY else min(tasks, hard)
+    resource.prlimit(fork_server, resource.RLIMIT_NPROC, (low, hard))
+
+    def restore() -> str:
+        with contextlib.suppress(ProcessLookupError):
+            resource.prlimit(fork_server, resource.RLIMIT_NPROC, (soft, hard))
+        return f"RLIMIT_NPROC of fork server {fork_server} back to {soft}"
+
+    return f"fork server {fork_server}: RLIMIT_NPROC {low} ({tasks} tasks of uid {uid})", restore
+
+
+def block_folder(folder: Path, away: Path) -> int:
+    """Rename `folder` to `away` and put a regular file where it was: writing under it then fails
+    with ENOTDIR, for root too (permissions would not stop root). A host may make the folder
+    again between the two steps; that one is moved away as well. How many entries went away."""
+    block = folder.with_name(f".{folder.name}.block")
+    block.write_bytes(b"")
+    while True:
+        if folder.is_dir():
+            if away.is_dir():
+                merge_folder(folder, away)
+            else:
+                folder.rename(away)
+        try:
+            block.rename(folder)  # fails if a host has just made the folder again
+            return len(list(away.iterdir())) if away.is_dir() else 0
+        except IsADirectoryError:
+            continue
+
+
+def merge_folder(source: Path, target: Path) -> int:
+    """Move `source`'s entries into `target` where `target` has none of that name (the one in
+    `target` is the newer), then remove `source`; how many moved."""
+    moved = 0
+    for entry in source.iterdir():
+        if not (target / entry.name).exists():
+            entry.rename(target / entry.name)
+            moved += 1
+    shutil.rmtree(source)
+    return moved
+
+
+def unblock_folder(folder: Path, away: Path) -> str:
+    """Take the file away and put the folder back, merged with whatever a host wrote into a
+    folder it made meanwhile."""
+    folder.unlink()
+    if not away.is_dir():
+        return f"{folder.name} free again (it did not exist before)"
+    try:
+        away.rename(folder)  # replaces an empty folder a host may have made meanwhile
+        return f"{folder.name} back"
+    except OSError:
+        return f"{folder.name} back, {merge_folder(away, folder)} entries merged into a new one"
+
+
 @dataclass(frozen=True)
 class SoakSettings:
     hosts: int
@@ -379,6 +707,11 @@ class SoakSettings:
     host_options: list[str]
     settle_seconds: float
     work: Path
+    faults: frozenset[FaultName]
+    forks_refusal: RefusalMethod | None
+    clock_library: Path | None
+    #: A `sitecustomize` folder for the shifted hosts (see `SLEEP_SHIM`), or None.
+    clock_shim: Path | None
 
 
 @dataclass
@@ -406,12 +739,21 @@ class Round:
     schedule: random.Random
     targets: random.Random
     started: float
+    #: The wall-clock shift of the round's shifted host (and of whichever host replaces it).
+    clock: ClockShift | None
     engine: Engine = field(init=False)
     hosts: list[HostRun] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     cancelled: set[str] = field(default_factory=set)
     #: Every process a host started, as (pid, start time): none may outlive the soak.
     descendants: set[tuple[int, float]] = field(default_factory=set)
+    outages: list[Outage] = field(default_factory=list)
+    #: The pids groups made this round and the group their processes came from.
+    cgroups: list[tuple[Path, Path]] = field(default_factory=list)
+    #: Writes of the soak's own that failed for a view (a cancel whose report could not be made).
+    view_errors: list[str] = field(default_factory=list)
+    #: What the round could not clean up.
+    leftovers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.engine = connect(self.url)
@@ -421,21 +763,34 @@ class Round:
     def live_hosts(self) -> list[HostRun]:
         return [host for host in self.hosts if host.ended_by is None]
 
-    def add_host(self) -> None:
-        host = start_host(self.url, self.artifacts, self.logs, self.settings.host_options)
+    def add_host(self, clock: ClockShift | None = None) -> None:
+        host = start_host(self.url, self.artifacts, self.logs, self.settings.host_options, clock)
         self.hosts.append(host)
+        if clock is not None:
+            print(f"  host {host.pid} runs with its clock shifted {clock.seconds:+d} s", flush=True)
+
+    def replace(self, host: HostRun) -> None:
+        """A host in place of `host`, on the same clock: the round keeps one shifted host."""
+        self.add_host(host.clock)
 
     def watch(self) -> None:
-        """Note the hosts' descendants and exit codes; a host that died unasked is replaced."""
+        """Note the hosts' descendants, CPU time and exit codes; a host that died unasked is
+        replaced."""
         for host in list(self.hosts):
             if host.exit_code is None and host.process.poll() is not None:
                 host.exit_code = host.process.returncode
                 if host.ended_by is None:
                     host.ended_by = "died"
-                    print(f"  host {host.pid} died unasked (exit {host.exit_code})", flush=True)
-                    self.add_host()
+                    last = host.log_tail(1)
+                    print(
+                        f"  host {host.pid} died unasked ({exit_status(host.exit_code)}): "
+                        f"{last[0] if last else 'empty log'}",
+                        flush=True,
+                    )
+                    self.replace(host)
             if host.exit_code is not None:
                 continue
+            host.sample_cpu()
             with contextlib.suppress(psutil.Error):
                 for process in psutil.Process(host.pid).children(recursive=True):
                     with contextlib.suppress(psutil.Error):
@@ -456,27 +811,43 @@ class Round:
     # -- injecting
 
     def inject(self, deadline: float) -> None:
-        """Faults at random until `deadline` or until every job has ended."""
+        """Faults at random until `deadline` or until every job has ended; then every outage
+        still on is ended."""
         next_at = time.monotonic() + self.schedule.uniform(*FAULT_GAP_SECONDS)
-        types, weights = zip(*FAULT_WEIGHTS.items(), strict=True)
+        chosen = {f: w for f, w in FAULT_WEIGHTS.items() if f in self.settings.faults}
         while time.monotonic() < deadline and self.open_jobs():
             self.watch()
-            if time.monotonic() >= next_at:
-                fault: FaultType = self.schedule.choices(types, weights)[0]
-                self.injected(fault, self.inject_one(fault))
-                next_at = time.monotonic() + self.schedule.uniform(*FAULT_GAP_SECONDS)
+            self.end_outages(time.monotonic())
+            if chosen and time.monotonic() >= next_at:
+                fault: FaultType = self.schedule.choices(list(chosen), list(chosen.values()))[0]
+                hold = self.schedule.uniform(*OUTAGE_SECONDS)
+                gap = self.schedule.uniform(*FAULT_GAP_SECONDS)
+                hit = self.inject_one(fault, hold)
+                self.injected(fault, hit)
+                next_at = time.monotonic() + (gap if hit is not None else MISS_GAP_SECONDS)
             time.sleep(0.1)
+        self.end_outages(math.inf)
 
-    def injected(self, fault: FaultType, hit: tuple[str, tuple[int, ...]] | None) -> None:
+    def injected(self, fault: FaultType, hit: Hit | None) -> None:
         if hit is None:
             return  # nothing to hit right now (no child busy, no open build)
-        at = round(time.monotonic() - self.started, 2)
+        at = self.now()
         self.faults.append(Fault(at, fault, *hit))
-        print(f"  [{at:8.2f} s] {fault:<16} {hit[0]} jobs={list(hit[1])}", flush=True)
+        print(f"  [{at:8.2f} s] {fault:<19} {hit[0]} jobs={list(hit[1])}", flush=True)
 
-    def inject_one(self, fault: FaultType) -> tuple[str, tuple[int, ...]] | None:
+    def now(self) -> float:
+        return round(time.monotonic() - self.started, 2)
+
+    def inject_one(self, fault: FaultType, hold: float) -> Hit | None:
+        """Inject `fault`; the lasting ones (forks refused, reports unwritable) for `hold` s."""
         if fault.startswith("child "):
             return self.signal_child(signal.Signals[fault.removeprefix("child ")])
+        if fault.startswith("fork server "):
+            return self.signal_fork_server(signal.Signals[fault.removeprefix("fork server ")])
+        if fault == "forks refused":
+            return self.refuse_forks(hold)
+        if fault == "reports unwritable":
+            return self.block_reports(hold)
         if fault == "host SIGKILL":
             return self.kill_host()
         if fault == "host SIGTERM":
@@ -496,7 +867,7 @@ class Round:
 
         return retrying(self.engine, read)
 
-    def signal_child(self, sig: signal.Signals) -> tuple[str, tuple[int, ...]] | None:
+    def signal_child(self, sig: signal.Signals) -> Hit | None:
         """Stop a busy child first, so the job it runs cannot change before the signal lands."""
         busy = retrying(
             self.engine,
@@ -526,7 +897,94 @@ class Round:
         live = self.live_hosts()
         return self.targets.choice(live) if live else None
 
-    def kill_host(self) -> tuple[str, tuple[int, ...]] | None:
+    def signal_fork_server(self, sig: signal.Signals) -> Hit | None:
+        """Kill a host's fork server: the host must start another and go on spawning."""
+        servers = [
+            (host, server)
+            for host in self.live_hosts()
+            if host.started and (server := fork_server_of(host.pid)) is not None
+        ]
+        if not servers:
+            return None
+        host, server = self.targets.choice(servers)
+        try:
+            os.kill(server, sig)
+        except ProcessLookupError:
+            return None
+        return f"fork server {server} of host {host.pid}", ()
+
+    def refuse_forks(self, hold: float) -> Hit | None:
+        """Make every fork of one host's tree fail with EAGAIN for `hold` s."""
+        hosts = [host for host in self.live_hosts() if host.started]
+        if self.settings.forks_refusal is None or not hosts:
+            return None
+        host = self.targets.choice(hosts)
+        if self.settings.forks_refusal == "pids cgroup":
+            limited = self.limit_pids(host)
+        else:
+            server = fork_server_of(host.pid)
+            if server is None:
+                return None
+            try:
+                limited = limit_nproc(server)
+            except ProcessLookupError:
+                return None
+        what, restore = limited
+        ends_at = time.monotonic() + hold
+        self.outages.append(Outage(f"forks refused on host {host.pid}", ends_at, restore))
+        return f"host {host.pid}: {what} for {hold:.1f} s", self.jobs_held_by(host)
+
+    def limit_pids(self, host: HostRun) -> tuple[str, Callable[[], str]]:
+        """Move the host's whole tree into a new pids group whose `pids.max` is the number of
+        tasks in it now: no fork of the host, its fork server or its children succeeds (threads
+        count too, so none of them starts a thread either). Raised to `max` when the outage ends;
+        the group itself is removed at the end of the round, when its processes have exited."""
+        root = pids_hierarchy()
+        assert root is not None
+        origin = pids_cgroup_of(host.pid)
+        group = root / f"storyshelf-chaos-{os.getpid()}-{self.number}-{len(self.faults)}"
+        group.mkdir()
+        self.cgroups.append((group, origin))
+        moved = move_tree(host.pid, group)
+        tasks = (group / "pids.current").read_text().strip()
+        (group / "pids.max").write_text(tasks)
+        move_tree(host.pid, group)  # what forked before the limit took hold
+
+        def restore() -> str:
+            with contextlib.suppress(FileNotFoundError):
+                (group / "pids.max").write_text("max")
+            return f"pids.max of {group.name} back to max"
+
+        return f"{moved} processes in {group.name}, pids.max {tasks}", restore
+
+    def block_reports(self, hold: float) -> Hit | None:
+        """Make the reports folder unwritable for `hold` s: a regular file in its place."""
+        if any(outage.what == "reports unwritable" for outage in self.outages):
+            return None
+        folder = self.artifacts / REPORTS_FOLDER
+        away = self.artifacts / f"{REPORTS_FOLDER}.away-{len(self.faults)}"
+        moved = block_folder(folder, away)
+
+        def restore() -> str:
+            return unblock_folder(folder, away)
+
+        self.outages.append(Outage("reports unwritable", time.monotonic() + hold, restore))
+        running = tuple(self.running_jobs())
+        return f"{REPORTS_FOLDER}/ ({moved} reports) a file for {hold:.1f} s", running
+
+    def end_outages(self, now: float) -> None:
+        """Give back what the outages due by `now` took away."""
+        for outage in [outage for outage in self.outages if outage.ends_at <= now]:
+            self.outages.remove(outage)
+            print(f"  [{self.now():8.2f} s] ended: {outage.what}: {outage.restore()}", flush=True)
+
+    def release_cgroups(self) -> None:
+        for group, origin in self.cgroups:
+            if (problem := release_group(group, origin)) is not None:
+                self.leftovers.append(problem)
+        self.cgroups.clear()
+
+    def kill_host(self) -> Hit | None:
         host = self.pick_host()
         if host is None:
             return None
@@ -534,11 +992,11 @@ class Round:
         held = self.jobs_held_by(host)
         host.process.kill()
         host.ended_by = "sigkill"
-        host.process.wait()
-        self.add_host()
+        host.exit_code = host.process.wait()
+        self.replace(host)
         return f"host {host.pid}", held
 
-    def stop_host(self) -> tuple[str, tuple[int, ...]] | None:
+    def stop_host(self) -> Hit | None:
         started = [host for host in self.live_hosts() if host.started]
         if not started:
             return None
@@ -546,7 +1004,7 @@ class Round:
         held = self.jobs_held_by(host)
         host.process.send_signal(signal.SIGTERM)
         host.ended_by = "sigterm"
-        self.add_host()
+        self.replace(host)
         return f"host {host.pid}", held
 
     def jobs_held_by(self, host: HostRun) -> tuple[int, ...]:
@@ -564,7 +1022,7 @@ class Round:
             )
         )
 
-    def cancel_a_build(self) -> tuple[str, tuple[int, ...]] | None:
+    def cancel_a_build(self) -> Hit | None:
         if len(self.cancelled) >= max(1, int(len(self.workload.builds) * CANCEL_SHARE)):
             return None
         open_builds = retrying(
@@ -581,20 +1039,30 @@ class Round:
             return None
         build_id, commit = self.targets.choice(open_builds)
         running = self.running_jobs(build_id=build_id)
-        retrying(self.engine, lambda conn: cancel_build(conn, build_id, self.artifacts))
+        try:
+            retrying(self.engine, lambda conn: cancel_build(conn, build_id, self.artifacts))
+        except OSError as error:  # the build's report could not be written: a view failed a write
+            self.view_errors.append(f"cancel of build {build_id} failed: {error!r}")
+            return f"build {build_id} (refused: {error!r})", tuple(running)
         self.cancelled.add(commit)
         return f"build {build_id}", tuple(running)
 
     # -- ending
 
     def kill_hosts(self) -> None:
+        """Leave nothing running or limited: the soak was interrupted or failed itself."""
         for host in self.hosts:
             if host.process.poll() is None:
                 host.process.kill()
                 host.process.wait()
+        with contextlib.suppress(OSError):
+            self.end_outages(math.inf)
+        self.release_cgroups()
 
     def finish(self) -> None:
-        """Let the hosts end every job (bounded), then SIGTERM them and wait for their exit."""
+        """Let the hosts end every job (bounded), then SIGTERM them and wait for their exit;
+        then remove the round's pids groups, empty by now."""
+        self.end_outages(math.inf)
         deadline = time.monotonic() + self.settings.settle_seconds
         while self.open_jobs() and time.monotonic() < deadline:
             self.watch()
@@ -602,14 +1070,17 @@ class Round:
         self.watch()
         for host in self.live_hosts():
             host.wait_started(timeout=30)
+            host.stopped_after_start = host.started
             host.process.send_signal(signal.SIGTERM)
             host.ended_by = "sigterm"
         for host in self.hosts:
             try:
-                host.exit_code = host.process.wait(timeout=60)
+                host.exit_code = host.process.wait(timeout=STOP_TIMEOUT_SECONDS)
             except subprocess.TimeoutExpired:
+                host.stop_timed_out = True
                 host.process.kill()
                 host.exit_code = host.process.wait()
+        self.release_cgroups()
         self.engine.dispose()
         self.engine = connect(self.url)
 
@@ -631,6 +1102,42 @@ class Evidence:
     duplicate_snapshots: list[tuple[int, str]]
     snapshot_names: dict[int, list[str]]
     events: list[dict[str, Any]]
+    #: Ended builds that `python -m supervisor build ID` left without a report file, and why.
+    reports_missing: list[str]
+
+
+FINISHED_BUILD_STATES = ("passed", "changed", "failed", "cancelled")
+
+
+def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
+    """Run `python -m supervisor build ID` for each of `build_ids` (at once: each is a process
+    start) the way a user looks at a build, and say which still has no report file after it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [
+        sys.executable, "-m", "supervisor", "build",
+        "--database-url", soak_round.url, "--artifacts", str(soak_round.artifacts),
+    ]  # fmt: skip
+    looks = {
+        build_id: subprocess.Popen(
+            [*command, str(build_id)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=ROOT,
+        )
+        for build_id in build_ids
+    }
+    missing = []
+    for build_id, look in looks.items():
+        _out, err = look.communicate(timeout=120)
+        if look.returncode != 0:
+            last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            missing.append(
+                f"build {build_id}: `build {build_id}` exited {look.returncode}: {last[0]}"
+            )
+        elif not (soak_round.artifacts / report_path(build_id)).is_file():
+            missing.append(f"build {build_id}: no {report_path(build_id)} after `build {build_id}`")
+    return missing
 
 
 def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
@@ -652,9 +1159,20 @@ def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
             duplicate_snapshots=[(row.build_id, row.name) for row in duplicates],
             snapshot_names=dict(names),
             events=[event for host in soak_round.hosts for event in host.events()],
+            reports_missing=[],
         )
 
-    return retrying(soak_round.engine, read)
+    evidence = retrying(soak_round.engine, read)
+    finished = retrying(
+        soak_round.engine,
+        lambda conn: sorted(
+            conn.execute(
+                select(builds.c.id).where(builds.c.status.in_(FINISHED_BUILD_STATES))
+            ).scalars()
+        ),
+    )
+    evidence.reports_missing = look_at_builds(soak_round, finished)
+    return evidence
 
 
 TERMINAL_JOB_STATES = ("completed", "failed", "cancelled")
@@ -689,8 +1207,25 @@ def every_build_ended(evidence: Evidence) -> list[str]:
     return [
         f"build {commit}: {result.status}"
         for commit, result in evidence.results.items()
-        if result.status not in ("passed", "changed", "failed", "cancelled")
+        if result.status not in FINISHED_BUILD_STATES
     ]
+
+
+def reports_made_again(evidence: Evidence) -> list[str]:
+    """The report is a view, made after the commit: a folder that could not be written for a
+    while fails or retries no job and no write (the soak's cancels included), and looking at
+    an ended build makes its report if it is missing."""
+    folder = str(evidence.round.artifacts / REPORTS_FOLDER)
+    jobs_hit = {
+        int(event["job_id"]): f"{event['event']}: {event['error']}"
+        for event in evidence.events
+        if event.get("job_id") is not None and folder in str(event.get("error", ""))
+    }
+    return (
+        [f"job {job_id} {what}" for job_id, what in sorted(jobs_hit.items())]
+        + evidence.round.view_errors
+        + evidence.reports_missing
+    )
 
 
 def results_recorded_once(evidence: Evidence) -> list[str]:
@@ -783,7 +1318,7 @@ def _fault_of(cause: str) -> str:
 
 
 def nothing_left_behind(evidence: Evidence) -> list[str]:
-    """No scratch file, no surviving process a host started, every SIGTERM answered with 0."""
+    """No scratch file, no surviving process a host started, no pids group of the soak's."""
     scratch = evidence.round.artifacts / ".scratch"
     broken = [f"scratch left: {path.name}" for path in sorted(scratch.glob("*"))]
     deadline = time.monotonic() + 10
@@ -792,17 +1327,91 @@ def nothing_left_behind(evidence: Evidence) -> list[str]:
             broken += [f"process {pid} survived ({state})" for pid, state in survivors]
             break
         time.sleep(0.2)
-    broken += [
-        f"host {host.pid} exited {host.exit_code} after SIGTERM (log {host.log_path})"
-        for host in evidence.round.hosts
-        if host.ended_by == "sigterm" and host.exit_code != 0
-    ]
-    broken += [
-        f"host {host.pid} died unasked, exit {host.exit_code} (log {host.log_path})"
-        for host in evidence.round.hosts
-        if host.ended_by == "died"
-    ]
+    return broken + evidence.round.leftovers
+
+
+def exit_status(code: int) -> str:
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+
+def expected_exits(host: HostRun) -> frozenset[int]:
+    """The exit codes that mean `host` ended only because it was told to: 0 after SIGTERM (or
+    death by it, if it came before the host had set its handlers), death by SIGKILL after
+    SIGKILL; a host that ended unasked has none."""
+    if host.ended_by == "sigkill":
+        return frozenset({-signal.SIGKILL})
+    if host.ended_by == "sigterm":
+        return frozenset({0} if host.stopped_after_start else {0, -signal.SIGTERM})
+    return frozenset()
+
+
+def hosts_exit_only_when_told(evidence: Evidence) -> list[str]:
+    """DESIGN section 3: a host survives the faults of the host itself and exits only when
+    told to; each other exit is named with the end of its log, where its reason is."""
+    broken = []
+    for host in evidence.round.hosts:
+        assert host.exit_code is not None
+        told = "unasked" if host.ended_by in (None, "died") else f"after {host.ended_by.upper()}"
+        if host.stop_timed_out:
+            problem = f"did not exit within {STOP_TIMEOUT_SECONDS:.0f} s of SIGTERM"
+        elif host.exit_code not in expected_exits(host):
+            problem = f"{exit_status(host.exit_code)} {told}"
+        else:
+            continue
+        broken.append(f"host {host.pid} {problem} (log {host.log_path}), its last lines:")
+        broken += [f"  | {line}" for line in host.log_tail()]
     return broken
+
+
+#: A shifted host may spend this many times the others' median CPU rate, plus this many CPU
+#: seconds per second, before it counts as spinning (a host 30 s ahead once spent 0.7 s/s).
+CPU_RATE_FACTOR, CPU_RATE_SLACK = 3.0, 0.1
+#: Hosts watched for less than this are too short-lived to compare.
+MIN_CPU_OBSERVED_SECONDS = 5.0
+#: The shift seen in a host's log may differ from the one asked for by this much.
+SHIFT_TOLERANCE_SECONDS = 10.0
+
+
+def shifted_clock_changes_nothing(evidence: Evidence) -> list[str]:
+    """A host whose wall clock is off decides nothing by it (every due, expired and backoff
+    decision is the database's): it does not spin, spending no more CPU than the others. Its
+    log shows the shift took effect: its last event's time minus the log file's modification
+    time (the kernel's clock)."""
+    broken = []
+    rates = {host.pid: host.cpu_rate() for host in evidence.round.hosts}
+    others = [
+        rate
+        for host in evidence.round.hosts
+        if host.clock is None
+        and (rate := rates[host.pid]) is not None
+        and rate[1] >= MIN_CPU_OBSERVED_SECONDS
+    ]
+    usual = statistics.median(rate for rate, _seconds in others) if others else None
+    for host in evidence.round.hosts:
+        if host.clock is None:
+            continue
+        seen = _log_clock_offset(host)
+        if seen is None or abs(seen - host.clock.seconds) > SHIFT_TOLERANCE_SECONDS:
+            broken.append(f"host {host.pid}: asked {host.clock.seconds:+d} s, its log shows {seen}")
+        rate = rates[host.pid]
+        if rate is None or usual is None or rate[1] < MIN_CPU_OBSERVED_SECONDS:
+            continue
+        if rate[0] > max(CPU_RATE_FACTOR * usual, usual + CPU_RATE_SLACK):
+            broken.append(
+                f"host {host.pid} ({host.clock.seconds:+d} s) spent {rate[0]:.2f} CPU s/s over "
+                f"{rate[1]:.0f} s; the others' median {usual:.2f}"
+            )
+    return broken
+
+
+def _log_clock_offset(host: HostRun) -> float | None:
+    last = None
+    for event in host.events():
+        last = event.get("timestamp", last)
+    if last is None:
+        return None
+    stamped = datetime.fromisoformat(str(last)).timestamp()
+    return round(stamped - host.log_path.stat().st_mtime, 1)
 
 
 def _survivors(processes: set[tuple[int, float]]) -> list[tuple[int, str]]:
@@ -822,7 +1431,12 @@ INVARIANTS: dict[str, Check] = {
     "results equal the calm run's": results_equal_calm_run,
     "damaged images fail only their snapshot": damaged_images_fail_only_their_snapshot,
     "failures explained by injected faults": failures_explained,
-    "no scratch, no orphan, hosts exit 0 on SIGTERM and only then": nothing_left_behind,
+    "every ended build has its report after `build ID`": reports_made_again,
+    "hosts exit only when told to: 0 after SIGTERM, or by the SIGKILL sent": (
+        hosts_exit_only_when_told
+    ),
+    "a host with a shifted clock does not spin": shifted_clock_changes_nothing,
+    "no scratch, no orphan, no pids group left": nothing_left_behind,
 }
 
 
@@ -869,6 +1483,10 @@ def run_round(
     url = create_database(server, f"chaos_{number}")
     folder = settings.work / f"round-{number}"
     prepare(url, folder / "artifacts", folder / "logs", workload, settings.host_options)
+    clock = None
+    if "shifted clock" in settings.faults and settings.clock_library is not None:
+        sign = random.Random(f"{settings.seed}/{number}/clock").choice((1, -1))
+        clock = ClockShift(sign * CLOCK_SHIFT_SECONDS, settings.clock_library, settings.clock_shim)
     soak_round = Round(
         number,
         url,
@@ -880,10 +1498,11 @@ def run_round(
         schedule=random.Random(f"{settings.seed}/{number}/schedule"),
         targets=random.Random(f"{settings.seed}/{number}/targets"),
         started=started,
+        clock=clock,
     )
     try:
-        for _ in range(settings.hosts):
-            soak_round.add_host()
+        for index in range(settings.hosts):
+            soak_round.add_host(clock if index == 0 else None)
         soak_round.inject(deadline)
         soak_round.finish()
     except BaseException:
@@ -943,7 +1562,38 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="after the faults, how long the hosts may take to end every job",
     )
     parser.add_argument("--work", type=Path, help="keep databases' artifacts and logs here")
+    parser.add_argument(
+        "--faults",
+        type=fault_names,
+        default=frozenset(ALL_FAULTS),
+        help="the faults to inject, separated by commas (default: all): " + ", ".join(ALL_FAULTS),
+    )
     return parser.parse_args(argv)
+
+
+def fault_names(value: str) -> frozenset[FaultName]:
+    names = {name.strip() for name in value.split(",") if name.strip()}
+    unknown = sorted(names - set(ALL_FAULTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown fault(s) {unknown}; known: {list(ALL_FAULTS)}")
+    return frozenset(name for name in ALL_FAULTS if name in names)
+
+
+def available_faults(wanted: frozenset[FaultName]) -> tuple[frozenset[FaultName], int]:
+    """`wanted` less the faults this machine cannot inject, each dropped with one line; and a
+    non-zero status if a dropped one is required (libfaketime under CI=true)."""
+    faults = set(wanted)
+    if "forks refused" in faults and forks_refusal_method() is None:
+        print("forks refused: skipped (no writable pids cgroup; RLIMIT_NPROC does not bind root)")
+        faults.discard("forks refused")
+    if "shifted clock" in faults and find_libfaketime() is None:
+        missing = "no libfaketime (apt-get install faketime)"
+        if os.environ.get("CI") == "true":
+            print(f"shifted clock: required in CI, and {missing}", file=sys.stderr)
+            return frozenset(faults), 1
+        print(f"shifted clock: skipped, every host on the real clock: {missing}")
+        faults.discard("shifted clock")
+    return frozenset(faults), 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -958,9 +1608,28 @@ def main(argv: list[str] | None = None) -> int:
         "--poll-seconds", "0.5",
         "--drain-seconds", "10",
     ]  # fmt: skip
+    faults, status = available_faults(args.faults)
+    if status:
+        return status
     work = args.work or Path(tempfile.mkdtemp(prefix="storyshelf-chaos-"))
-    settings = SoakSettings(args.hosts, args.seed, options, args.settle_seconds, work)
+    clock_library = find_libfaketime() if "shifted clock" in faults else None
+    settings = SoakSettings(
+        args.hosts,
+        args.seed,
+        options,
+        args.settle_seconds,
+        work,
+        faults,
+        forks_refusal_method() if "forks refused" in faults else None,
+        clock_library,
+        sleep_shim(clock_library, work) if clock_library is not None else None,
+    )
     print(f"chaos soak: seed {args.seed}, work folder {work}", flush=True)
+    print(f"faults: {', '.join(sorted(faults)) or 'none'}", flush=True)
+    if settings.forks_refusal is not None:
+        print(f"forks refused by {settings.forks_refusal}", flush=True)
+    if settings.clock_shim is not None:
+        print(f"shifted clock: time.sleep made relative ({settings.clock_shim})", flush=True)
     workload = make_workload(
         work / "uploads",
         builds=args.builds,

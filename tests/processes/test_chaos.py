@@ -1,8 +1,10 @@
-"""A short chaos soak in CI: hosts, children and PostgreSQL killed at random, invariants held.
+"""A short chaos soak in CI: hosts, fork servers, children and PostgreSQL killed at random, forks
+refused, the reports folder unwritable, a host's clock shifted; invariants held.
 
 The soak itself is `scripts/chaos` (see `scripts/chaos_soak.py`); this runs it small (8 builds of
-24 snapshots in 2 shards, a minute of faults, about two minutes in all) so that every change meets the
-faults the soak injects, not only the paths the other tests take one at a time.
+24 snapshots in 2 shards, a minute of faults, about two minutes in all) with every fault, so that
+every change meets the faults the soak injects, not only the paths the other tests take one at a
+time. Under CI=true the soak fails without libfaketime, as this test does without PostgreSQL.
 """
 
 from __future__ import annotations
