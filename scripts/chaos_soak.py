@@ -234,60 +234,19 @@ def find_libfaketime() -> Path | None:
     return None
 
 
-#: libfaketime 0.9.10 (Debian 12's) mistranslates `clock_nanosleep(CLOCK_MONOTONIC,
-#: TIMER_ABSTIME)` when it leaves the monotonic clock alone, and the kernel refuses it with
-#: EINVAL (wolfcw/libfaketime#426); Python 3.11's `time.sleep` is that call. Where the probe in
-#: `sleep_shim` sees it, a shifted host gets this `sitecustomize`: the same wait, relative.
-SLEEP_SHIM = """# time.sleep as a relative wait: the libfaketime in use breaks the absolute one.
-import select
-import time
-
-
-def _sleep(seconds: float) -> None:
-    if seconds < 0:
-        raise ValueError("sleep length must be non-negative")
-    select.select([], [], [], seconds)
-
-
-time.sleep = _sleep
-"""
-
-
 @dataclass(frozen=True)
 class ClockShift:
-    """A host's wall clock moved by `seconds` with libfaketime; its monotonic clock is left
-    alone, so only the decisions that wrongly read the wall clock see the shift. `shim` is a
-    folder for PYTHONPATH holding `SLEEP_SHIM`, where this libfaketime needs it."""
+    """A host's clocks moved by `seconds` with libfaketime. A fixed offset moves the monotonic
+    clock too, which changes no interval the host measures; only a decision that wrongly reads
+    the wall clock against the database's sees the shift. (Leaving the monotonic clock alone
+    breaks Python's absolute-deadline sleeps under libfaketime 0.9, wolfcw/libfaketime#426.)"""
 
     seconds: int
     library: Path
-    shim: Path | None
 
     def environment(self) -> dict[str, str]:
         preload = " ".join(filter(None, (str(self.library), os.environ.get("LD_PRELOAD"))))
-        path = os.pathsep.join(str(folder) for folder in (self.shim, ROOT) if folder is not None)
-        return {
-            "LD_PRELOAD": preload,
-            "FAKETIME": f"{self.seconds:+d}s",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "PYTHONPATH": path,
-        }
-
-
-def sleep_shim(library: Path, work: Path) -> Path | None:
-    """A folder holding `SLEEP_SHIM` if `time.sleep` fails under `library`, else None."""
-    probe = subprocess.run(
-        [sys.executable, "-c", "import time; time.sleep(0.001)"],
-        env={**os.environ, **ClockShift(CLOCK_SHIFT_SECONDS, library, None).environment()},
-        capture_output=True,
-        check=False,
-    )
-    if probe.returncode == 0:
-        return None
-    folder = work / "sleep-shim"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(SLEEP_SHIM)
-    return folder
+        return {"LD_PRELOAD": preload, "FAKETIME": f"{self.seconds:+d}s"}
 
 
 #: How the soak ended a host: "sigkill" (must die of it), "sigterm" (must exit 0), "died"
@@ -710,8 +669,6 @@ class SoakSettings:
     faults: frozenset[FaultName]
     forks_refusal: RefusalMethod | None
     clock_library: Path | None
-    #: A `sitecustomize` folder for the shifted hosts (see `SLEEP_SHIM`), or None.
-    clock_shim: Path | None
 
 
 @dataclass
@@ -1486,7 +1443,7 @@ def run_round(
     clock = None
     if "shifted clock" in settings.faults and settings.clock_library is not None:
         sign = random.Random(f"{settings.seed}/{number}/clock").choice((1, -1))
-        clock = ClockShift(sign * CLOCK_SHIFT_SECONDS, settings.clock_library, settings.clock_shim)
+        clock = ClockShift(sign * CLOCK_SHIFT_SECONDS, settings.clock_library)
     soak_round = Round(
         number,
         url,
@@ -1554,7 +1511,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=3, help="hosts running at once")
     parser.add_argument("--concurrency", type=int, default=2, help="children per host")
     parser.add_argument("--lease-seconds", type=float, default=10.0)
-    parser.add_argument("--stall-seconds", type=float, default=10.0)
+    parser.add_argument("--stall-seconds", type=float, default=6.0)
     parser.add_argument(
         "--settle-seconds",
         type=float,
@@ -1622,14 +1579,11 @@ def main(argv: list[str] | None = None) -> int:
         faults,
         forks_refusal_method() if "forks refused" in faults else None,
         clock_library,
-        sleep_shim(clock_library, work) if clock_library is not None else None,
     )
     print(f"chaos soak: seed {args.seed}, work folder {work}", flush=True)
     print(f"faults: {', '.join(sorted(faults)) or 'none'}", flush=True)
     if settings.forks_refusal is not None:
         print(f"forks refused by {settings.forks_refusal}", flush=True)
-    if settings.clock_shim is not None:
-        print(f"shifted clock: time.sleep made relative ({settings.clock_shim})", flush=True)
     workload = make_workload(
         work / "uploads",
         builds=args.builds,
