@@ -1067,8 +1067,10 @@ FINISHED_BUILD_STATES = ("passed", "changed", "failed", "cancelled")
 
 
 def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
-    """Run `python -m supervisor build ID` for each of `build_ids` (at once: each is a process
-    start) the way a user looks at a build, and say which still has no report file after it."""
+    """Run `python -m supervisor build ID`, the way a user looks at a build, for each of
+    `build_ids` whose report is missing (at once: each is a process start; a build with its
+    report needs no mending), and say which still has no report file after it."""
+    build_ids = [b for b in build_ids if not (soak_round.artifacts / report_path(b)).is_file()]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [
         sys.executable, "-m", "supervisor", "build",

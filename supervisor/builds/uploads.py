@@ -233,11 +233,19 @@ def _copy_atomically(source: Path, target: Path) -> None:
 def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
     """Store every PNG of `folder` (see `find_images`, `store_image`), in name order.
 
-    Every image is checked before the first is stored, so a refused upload writes nothing.
+    Every image is checked before the first is stored, so a refused upload writes nothing. An
+    artifacts folder that cannot take them (not a folder, not writable, full) is an
+    `UploadError` naming it; what was stored before is content-addressed, for the next upload
+    to reuse.
     """
     stored = []
     for name, path in find_images(folder):
-        relative, digest = store_image(artifacts, path)
+        try:
+            relative, digest = store_image(artifacts, path)
+        except OSError as error:
+            raise UploadError(
+                f"{artifacts}: cannot store {path.name} there: {error.strerror or error}"
+            ) from None
         stored.append(StoredImage(name, relative, digest))
     return stored
 

@@ -152,6 +152,11 @@ CASES = [
     Case("project budget too large", ("project", "web", *ON, "--budget", "99999999999"), "up to 2147483647"),
     Case("unknown option", ("status", *ON, "--colour"), "unrecognized arguments: --colour"),
     Case("shards not a number", (*UPLOAD, *ON, "--shards", "two"), "argument --shards"),
+    Case(
+        "artifacts that are a file",
+        (*UPLOAD, "--database-url", "{database}", "--artifacts", "{images}/button.png"),
+        "button.png: cannot store button.png there: Not a directory",
+    ),
     # Settings that cannot work (item 10)
     Case("stall leaves the lease no room", (*RUN, "--stall-seconds", "45"), "must be at most 40"),
     Case(
