@@ -139,6 +139,11 @@ def _oversize(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {"text": text}
 
 
+def _unencodable(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Return what msgpack cannot encode, as a handler with a bug might."""
+    return {"when": time, "big": 2**70}
+
+
 def child_handlers() -> dict[str, Handler]:
     return {
         "sleep": _sleep,
@@ -152,4 +157,5 @@ def child_handlers() -> dict[str, Handler]:
         "spawn": _spawn,
         "half_write": _half_write,
         "oversize": _oversize,
+        "unencodable": _unencodable,
     }

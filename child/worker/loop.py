@@ -120,7 +120,8 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> None:
 
 
 def _send_result(sock: socket.socket, done: Done) -> None:
-    """Send `done`, or, when it is too big for a frame, the job's failure saying so.
+    """Send `done`, or, when it cannot be framed (too big, or of types msgpack cannot encode),
+    the job's failure saying why.
 
     The parent would refuse the frame and kill the child, and the same result would kill the
     next child on every retry: the job fails once, with its real reason, and the child goes on.
@@ -131,6 +132,8 @@ def _send_result(sock: socket.socket, done: Done) -> None:
         limit = MAX_FRAME_BYTES // 2**20
         reason = f"result of {error.size / 2**20:.1f} MiB exceeds the {limit} MiB frame limit"
         frame = encode(Failed(done.job_id, reason))
+    except (TypeError, ValueError, OverflowError) as error:  # what msgpack raises
+        frame = encode(Failed(done.job_id, _bounded(f"result cannot be sent: {error}")))
     sock.sendall(frame)
 
 

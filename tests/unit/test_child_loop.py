@@ -90,3 +90,13 @@ def test_an_error_too_big_for_a_frame_is_cut_and_the_child_goes_on(real_child: R
     )
     assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
     assert real_child.process.poll() is None
+
+
+def test_a_result_msgpack_cannot_encode_fails_its_job_and_the_child_goes_on(
+    real_child: RealChild,
+) -> None:
+    accepted, ended = real_child.run(1, "unencodable", {})
+    assert accepted == Accepted(1)
+    assert isinstance(ended, Failed) and ended.error.startswith("result cannot be sent: ")
+    assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+    assert real_child.process.poll() is None
