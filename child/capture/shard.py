@@ -18,6 +18,7 @@ import pyvips
 
 from child.capture.paths import UnsafePath, resolve_under
 from child.diff.compare import DiffOptions, ImageError, compare, probe
+from child.worker import resources
 
 Progress = Callable[[dict[str, Any]], None]
 SnapshotResult = dict[str, Any]
@@ -48,7 +49,9 @@ def _options(given: Mapping[str, Any]) -> DiffOptions:
 def capture_one(
     root: Path, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
 ) -> SnapshotResult:
-    """One snapshot's result; a bad image or path is a `failed` result, never an exception."""
+    """One snapshot's result; a bad image or path is a `failed` result, never an exception
+    (but a child out of threads, memory or disk raises `OutOfResources`: see
+    `child.worker.resources`)."""
     baseline = shot.get("baseline")
     try:
         image = resolve_under(root, shot["image"])
@@ -58,6 +61,7 @@ def capture_one(
             return _unchanged(shot, image, options)
         return _compared(root, diff_dir, shot, image, options)
     except (ImageError, UnsafePath, OSError) as error:
+        resources.check(error)  # the host's trouble, not the image's: the job is retried
         return _result(shot, "failed", error=str(error) or type(error).__name__)
 
 
@@ -79,6 +83,7 @@ def _decode_fully(image: Path) -> None:
     except pyvips.Error as error:
         detail = (error.detail or error.message or "").strip().splitlines()
         reason = detail[-1].strip() if detail else "cannot decode"
+        resources.check(error)
         raise ImageError(f"{image}: damaged image ({reason})") from error
 
 

@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 import pyvips
 
+from child.worker import resources
 from ipc.diff_settings import (
     DEFAULT_BUDGET_PIXELS,
     DEFAULT_COUNT_AA,
@@ -202,6 +203,7 @@ def _same_bytes(baseline: Path, new: Path) -> bool:
             return False
         return baseline.read_bytes() == new.read_bytes()
     except OSError as error:
+        resources.check(error)
         raise ImageError(f"{error.filename}: cannot read file ({error.strerror})") from error
 
 
@@ -211,6 +213,7 @@ def _open(path: Path) -> pyvips.Image:
     try:
         return pyvips.Image.new_from_file(os.fspath(path), fail_on="error")
     except pyvips.Error as error:
+        resources.check(error)
         raise ImageError(f"{path}: not a readable image ({_first_line(error)})") from error
 
 
@@ -248,6 +251,7 @@ def _decode(path: Path, max_pixels: int) -> Pixels:
             image = image.bandjoin_const([255])
         data = image.write_to_memory()
     except pyvips.Error as error:
+        resources.check(error)
         raise ImageError(f"{path}: cannot decode image ({_first_line(error)})") from error
     return np.frombuffer(data, np.uint8).reshape(image.height, image.width, 4)
 
@@ -658,6 +662,7 @@ def _write_diff(
     except (pyvips.Error, OSError) as error:
         if temporary is not None:
             temporary.unlink(missing_ok=True)
+        resources.check(error)
         raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
 
 

@@ -7,6 +7,7 @@ host has a fork server). The child's loop is the same either way.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -20,7 +21,9 @@ import pytest
 
 from child.worker.loop import MAX_ERROR_CHARS
 from ipc.framing import recv_message, send_message
-from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Run
+from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Progress, Run
+from tests.capture_helpers import write_png
+from tests.cgroups import pids_cgroup
 from tests.hosts import ROOT
 
 CHILD = """
@@ -42,9 +45,12 @@ class RealChild:
         return recv_message(self.sock, TO_PARENT)
 
     def run(self, job_id: int, kind: str, payload: Any) -> tuple[Any, Any]:
-        """Send a job; the child's acknowledgement and how the job ended."""
+        """Send a job; the child's acknowledgement and how the job ended (progress skipped)."""
         send_message(self.sock, Run(job_id, kind, 1, payload))
-        return self.receive(), self.receive()
+        accepted, ended = self.receive(), self.receive()
+        while isinstance(ended, Progress):
+            ended = self.receive()
+        return accepted, ended
 
 
 @pytest.fixture
@@ -100,3 +106,44 @@ def test_a_result_msgpack_cannot_encode_fails_its_job_and_the_child_goes_on(
     assert isinstance(ended, Failed) and ended.error.startswith("result cannot be sent: ")
     assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
     assert real_child.process.poll() is None
+
+
+def test_a_child_out_of_threads_fails_the_job_for_a_retry_not_the_snapshot(
+    real_child: RealChild, tmp_path: Path
+) -> None:
+    """A pids limit that refuses libvips its threads is the host's trouble: the job fails (the
+    host retries it) rather than recording a good image as damaged; with threads back, the
+    same job records the change."""
+    root = tmp_path / "artifacts"
+    base = write_png(root / "images" / "base.png", marks=((4, 4, 10, 10),))
+    new = write_png(root / "images" / "new.png", marks=((8, 4, 10, 10),))
+    payload = {
+        "artifacts": str(root),
+        "build_id": 1,
+        "shard_id": 1,
+        "diff_dir": "diffs/1",
+        "options": {"metric": "oklab", "threshold": 0.05, "count_aa": False, "budget_pixels": 0},
+        "snapshots": [
+            {
+                "name": "moved",
+                "image": "images/new.png",
+                "sha256": hashlib.sha256(new.read_bytes()).hexdigest(),
+                "baseline": {
+                    "id": 1,
+                    "image": "images/base.png",
+                    "sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
+                },
+            }
+        ],
+    }
+    with pids_cgroup("threads") as group:
+        (group / "cgroup.procs").write_text(str(real_child.process.pid))
+        (group / "pids.max").write_text((group / "pids.current").read_text().strip())
+        accepted, ended = real_child.run(1, "capture", payload)
+        assert accepted == Accepted(1)
+        assert isinstance(ended, Failed), ended
+        assert "out of resources" in ended.error and "thread" in ended.error, ended.error
+        (group / "pids.max").write_text("max")
+        _, done = real_child.run(2, "capture", payload)
+    assert isinstance(done, Done), done
+    assert [shot["status"] for shot in done.result["snapshots"]] == ["changed"]
