@@ -3,7 +3,8 @@
 Who speaks when: the child says `Hello` once it is ready (its pid and whether the image engine
 loads). The parent sends `Run`; the child answers `Accepted` *before* it starts, so a death after
 that is the job's crash and a death before it is the host's fault. While it works the child
-sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`.
+sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`,
+or `Unable` when it ran out of threads, memory or disk: the host's trouble, not the job's.
 `Stop` asks an idle child to exit (recycling). Anything else on the wire is a protocol error.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 #: Bumped whenever a message changes shape; a child of another version is refused.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class ProtocolError(Exception):
@@ -71,6 +72,16 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Unable:
+    """The child could not run the job for want of resources (a thread, memory, disk): the job
+    goes back without spending an attempt, as when a child dies before accepting it."""
+
+    type: ClassVar[Literal["unable"]] = "unable"
+    job_id: int
+    reason: str
+
+
+@dataclass(frozen=True)
 class Cancel:
     type: ClassVar[Literal["cancel"]] = "cancel"
     job_id: int
@@ -88,12 +99,12 @@ class Stop:
 
 
 ToChild = Run | Cancel | Stop
-ToParent = Hello | Accepted | Progress | Done | Failed | Cancelled
+ToParent = Hello | Accepted | Progress | Done | Failed | Unable | Cancelled
 Message = ToChild | ToParent
 
 TO_CHILD: dict[str, type[Any]] = {cls.type: cls for cls in (Run, Cancel, Stop)}
 TO_PARENT: dict[str, type[Any]] = {
-    cls.type: cls for cls in (Hello, Accepted, Progress, Done, Failed, Cancelled)
+    cls.type: cls for cls in (Hello, Accepted, Progress, Done, Failed, Unable, Cancelled)
 }
 
 

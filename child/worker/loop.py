@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
+from child.worker.resources import OutOfResources
 from ipc.framing import (
     MAX_FRAME_BYTES,
     FrameReader,
@@ -41,6 +42,7 @@ from ipc.messages import (
     ProtocolError,
     Run,
     Stop,
+    Unable,
 )
 
 #: The longest error a failed job reports (4 UTF-8 bytes a character at worst: 256 KiB): the
@@ -111,6 +113,9 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> None:
         result = handler(run.payload, progress)
     except JobCancelled:
         send_message(channel.sock, Cancelled(run.job_id))
+        return
+    except OutOfResources as error:
+        send_message(channel.sock, Unable(run.job_id, _bounded(str(error))))
         return
     except Exception as error:
         detail = "".join(traceback.format_exception_only(error)).strip()

@@ -3,9 +3,9 @@ making (a pids limit, a full disk), not the image's: the snapshot must not be fa
 
 libvips reports such a failure as an ordinary error (through glib: "Error creating thread:
 Resource temporarily unavailable"), the kernel as an `OSError` with its errno; `check` turns
-either into `OutOfResources`, which the capture lets escape, so that the job fails as a whole
-and is retried with backoff, once the host has what it needs again, instead of recording the
-snapshot as failed for good.
+either into `OutOfResources`, which the capture lets escape and the child's loop answers with
+`Unable`: the job goes back to the queue without spending an attempt (for this host, once it has
+what it needs again, or another), instead of its snapshot being recorded as failed for good.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ RESOURCE_MESSAGES = (
 
 
 class OutOfResources(Exception):
-    """The child could not get a thread, memory, a descriptor or disk space: retry the job."""
+    """The child could not get a thread, memory, a descriptor or disk space: not the job's fault."""
 
 
 def check(error: BaseException) -> None:

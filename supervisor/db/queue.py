@@ -451,14 +451,15 @@ def retry(
     )
 
 
-def release(conn: Connection, lease: Lease) -> bool:
-    """Give the job back untouched (a draining host): queued again, the attempt not spent."""
-    return lease.job_id in release_all(conn, [lease])
+def release(conn: Connection, lease: Lease, delay_seconds: float = 0.0) -> bool:
+    """Give the job back untouched (a draining host): queued again, due after `delay_seconds`,
+    the attempt not spent."""
+    return lease.job_id in release_all(conn, [lease], delay_seconds)
 
 
-def release_all(conn: Connection, leases: Sequence[Lease]) -> set[int]:
+def release_all(conn: Connection, leases: Sequence[Lease], delay_seconds: float = 0.0) -> set[int]:
     """Give these jobs back untouched; the ids that were still ours."""
-    return _update_fenced_many(conn, "release", leases, **_moments(conn, run_at=0))
+    return _update_fenced_many(conn, "release", leases, **_moments(conn, run_at=delay_seconds))
 
 
 def cancel(conn: Connection, lease: Lease) -> bool:

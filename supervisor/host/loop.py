@@ -42,6 +42,7 @@ from ipc.messages import (
     Run,
     Stop,
     ToParent,
+    Unable,
 )
 from supervisor.builds.kinds import Kind
 from supervisor.builds.registry import registered_kinds
@@ -75,6 +76,9 @@ MEMORY_CHECK_SECONDS = 1.0
 HELLO_TIMEOUT_SECONDS = 30.0
 #: How long finished jobs may wait to be acknowledged together (sooner with the next claim).
 ACK_DELAY_SECONDS = 0.05
+#: How long a job its child could not run for want of resources waits, and the host claims
+#: nothing.
+RESOURCE_PAUSE_SECONDS = 2.0
 #: The longest the loop sleeps: stalls, grace periods and back-offs are checked on waking.
 LONGEST_WAIT_SECONDS = 1.0
 
@@ -89,6 +93,8 @@ class Timers:
     """When each periodic duty is next due (monotonic seconds)."""
 
     poll_at: float = 0.0
+    #: No claims before this (a child lacked resources: see `Host.unable`).
+    claims_paused_until: float = 0.0
     cancel_check_at: float = 0.0
     memory_check_at: float = 0.0
     spawn_after: float = 0.0
@@ -439,7 +445,8 @@ class Host:
     def claim_and_dispatch(self) -> None:
         """Record finished jobs and, when a claim is due, claim work for the children."""
         now = self.clock()
-        may_claim = not self.drain.active and now >= self.timers.poll_at
+        timers = self.timers
+        may_claim = not self.drain.active and now >= max(timers.poll_at, timers.claims_paused_until)
         children = self.pool.children.values()
         wanted = self.ahead.wanted(children, self.inflight, now) if may_claim else []
         if not wanted and not self.acks_due(now):
@@ -573,6 +580,8 @@ class Host:
                 self.stop_job(running, "lost")
         elif isinstance(message, Done | Failed | Cancelled):
             self.finish(running, message, now)
+        elif isinstance(message, Unable):
+            self.unable(running, message, now)
 
     def finish(self, running: Running, message: Done | Failed | Cancelled, now: float) -> None:
         """The child ended its job: settle it, then recycle the child or give it the next job."""
@@ -590,6 +599,25 @@ class Host:
         else:
             self.dispatch(child)
         self.timers.poll_at = min(self.timers.poll_at, now)
+
+    def unable(self, running: Running, message: Unable, now: float) -> None:
+        """The child ran out of threads, memory or disk: the host's trouble, not the job's.
+
+        The job goes back without spending an attempt, due after a pause, and this host claims
+        nothing for that pause, so that it does not churn through the queue meanwhile; the
+        child stays, for the trouble is usually its surroundings' (a pids limit, a full disk).
+        """
+        self.inflight.finished(running)
+        self.log.error(
+            "host unhealthy: a child lacks resources; giving its job back",
+            job_id=running.job.id,
+            child_pid=running.child.pid,
+            reason=message.reason,
+            pause_seconds=RESOURCE_PAUSE_SECONDS,
+        )
+        self.settler.release(running, RESOURCE_PAUSE_SECONDS)
+        self.give_back(running.child)
+        self.timers.claims_paused_until = now + RESOURCE_PAUSE_SECONDS
 
     # -- the end ----------------------------------------------------------------------------
 

@@ -171,11 +171,11 @@ class Settler:
         else:
             self._settle(running, lambda: self._crashed(running, cause))
 
-    def release(self, running: Running) -> None:
-        """Give a job back without spending an attempt (its child died before starting it, or the
-        drain ran out).
+    def release(self, running: Running, delay_seconds: float = 0.0) -> None:
+        """Give a job back without spending an attempt (its child died before starting it, the
+        drain ran out, or the child had no resources to run it), due after `delay_seconds`.
         """
-        self._settle(running, lambda: self._release(running))
+        self._settle(running, lambda: self._release(running, delay_seconds))
 
     def give_back(self, never_sent: list[Running]) -> None:
         """Release jobs claimed ahead that never reached their child, in one transaction."""
@@ -380,9 +380,10 @@ class Settler:
             self._ended(running.job, closed)
         return "cancelled"
 
-    def _release(self, running: Running) -> JobOutcome:
+    def _release(self, running: Running, delay_seconds: float) -> JobOutcome:
         with transaction(self.engine) as conn:
-            return "released" if queue.release(conn, running.job.lease) else "lost"
+            released = queue.release(conn, running.job.lease, delay_seconds)
+        return "released" if released else "lost"
 
     def _ended(self, job: Job, closed: str) -> None:
         """Note the job's build when `closed` (a `ReduceOutcome` or `CrashFailureOutcome`) says

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
+from supervisor.db.tables import builds, jobs
+from tests.capture_helpers import upload, write_png
 from tests.cgroups import confine, pids_cgroup
 from tests.hosts import FAST, HostProcess, StartHost, ended, enqueue, wait_for
 
@@ -190,3 +192,32 @@ def test_bookkeeping_that_raises_fails_the_job_and_the_host_goes_on(
     after = enqueue(engine, "sleep", {"seconds": 0.1})
     assert ended(engine, after)["status"] == "completed"
     assert host.process.poll() is None
+
+
+def test_a_child_without_threads_gives_its_job_back_unspent_and_the_build_ends_well(
+    engine: Engine, start_host: StartHost, tmp_path: Path
+) -> None:
+    """A pids limit that leaves libvips no thread is the host's trouble: the capture job goes
+    back without spending an attempt (no snapshot recorded as damaged), and runs once the
+    limit is lifted."""
+    host = start_host(*FAST, "--concurrency", "1")
+    [child] = ready_children(host, 1)
+    with pids_cgroup("threads") as group:
+        confine(group, child, "max")
+        (group / "pids.max").write_text((group / "pids.current").read_text().strip())
+        for name in ("a", "b"):
+            write_png(tmp_path / "shots" / f"{name}.png", marks=((8, 8, 20, 10),))
+        queued = upload(engine, tmp_path / "artifacts", tmp_path / "shots")
+        unable = host.wait_for_event("host unhealthy: a child lacks resources; giving its job back")
+        assert "thread" in unable["reason"], unable
+        (group / "pids.max").write_text("max")
+        with engine.connect() as conn:
+            [job_id] = conn.execute(
+                select(jobs.c.id).where(jobs.c.build_id == queued.build_id)
+            ).scalars()
+        row = ended(engine, job_id)
+    assert (row["status"], row["attempt"], row["crashes"]) == ("completed", 1, 0), row
+    with engine.connect() as conn:
+        build = conn.execute(select(builds).where(builds.c.id == queued.build_id)).one()
+    assert build.status == "passed"
+    assert host.stop() == 0

@@ -21,7 +21,7 @@ import pytest
 
 from child.worker.loop import MAX_ERROR_CHARS
 from ipc.framing import recv_message, send_message
-from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Progress, Run
+from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Progress, Run, Unable
 from tests.capture_helpers import write_png
 from tests.cgroups import pids_cgroup
 from tests.hosts import ROOT
@@ -108,12 +108,12 @@ def test_a_result_msgpack_cannot_encode_fails_its_job_and_the_child_goes_on(
     assert real_child.process.poll() is None
 
 
-def test_a_child_out_of_threads_fails_the_job_for_a_retry_not_the_snapshot(
+def test_a_child_out_of_threads_is_unable_to_run_the_job_rather_than_failing_its_snapshot(
     real_child: RealChild, tmp_path: Path
 ) -> None:
-    """A pids limit that refuses libvips its threads is the host's trouble: the job fails (the
-    host retries it) rather than recording a good image as damaged; with threads back, the
-    same job records the change."""
+    """A pids limit that refuses libvips its threads is the host's trouble: the child says it
+    is `Unable` (the host gives the job back) rather than recording a good image as damaged;
+    with threads back, the same job records the change."""
     root = tmp_path / "artifacts"
     base = write_png(root / "images" / "base.png", marks=((4, 4, 10, 10),))
     new = write_png(root / "images" / "new.png", marks=((8, 4, 10, 10),))
@@ -141,8 +141,8 @@ def test_a_child_out_of_threads_fails_the_job_for_a_retry_not_the_snapshot(
         (group / "pids.max").write_text((group / "pids.current").read_text().strip())
         accepted, ended = real_child.run(1, "capture", payload)
         assert accepted == Accepted(1)
-        assert isinstance(ended, Failed), ended
-        assert "out of resources" in ended.error and "thread" in ended.error, ended.error
+        assert isinstance(ended, Unable), ended
+        assert "out of resources" in ended.reason and "thread" in ended.reason, ended.reason
         (group / "pids.max").write_text("max")
         _, done = real_child.run(2, "capture", payload)
     assert isinstance(done, Done), done
