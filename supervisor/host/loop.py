@@ -175,7 +175,7 @@ class Host:
             None, self.sizing.threads_per_child, self.settings.max_jobs_per_child, self.rand
         )
         try:
-            first = self.spawn_first_child()
+            first = self.first_ready_child()
         except ForkServerError as error:
             return self.refuse(f"the image engine cannot load: {error}")
         if first is None:
@@ -221,21 +221,39 @@ class Host:
         print(f"supervisor run: {why}", file=sys.stderr, flush=True)
         return EXIT_NO_ENGINE
 
+    def first_ready_child(self) -> Child | None:
+        """The first child, once it said hello. One that stays silent (it may wait for a thread
+        a pids limit refuses it) is killed and another tried after a back-off, as when forks
+        fail; None when a stop signal arrived meanwhile."""
+        while (child := self.spawn_first_child()) is not None:
+            deadline = self.clock() + HELLO_TIMEOUT_SECONDS
+            while child.hello is None and self.clock() < deadline and not child.closed:
+                select.select([child.sock], [], [], 0.5)
+                child.hello = next(
+                    (m for m in self.pool.receive(child) if isinstance(m, Hello)), None
+                )
+            if child.hello is not None:
+                return child
+            self.pool.kill(child, "hung", f"no hello within {HELLO_TIMEOUT_SECONDS:g} s")
+            self.pool.wait_all(5.0)
+            delay = self.spawning.fork_failed()
+            self.log.error(
+                "host unhealthy: the first child did not say hello; trying another",
+                backoff_seconds=round(delay, 2),
+            )
+            if self.signals.wait_for_stop(delay):
+                return None
+        return None
+
     def check_engine(self, child: Child) -> str | None:
         """Read the first child's hello: None when it speaks our protocol and computed with
         libvips, else why not."""
-        deadline = self.clock() + HELLO_TIMEOUT_SECONDS
-        hello: Hello | None = None
-        while hello is None and self.clock() < deadline and not child.closed:
-            select.select([child.sock], [], [], 0.5)
-            hello = next((m for m in self.pool.receive(child) if isinstance(m, Hello)), None)
-        if hello is None:
-            return "the image engine cannot load: the first child did not say hello"
+        hello = child.hello
+        assert hello is not None, "first_ready_child() first"
         if hello.version != PROTOCOL_VERSION:
             return f"the children cannot work: {_version_mismatch(hello)}"
         if hello.engine_error is not None:
             return f"the image engine cannot load: {hello.engine_error}"
-        child.hello = hello
         self.log.info("image engine loaded", engine=hello.engine, child_pid=child.pid)
         self.log.debug("child ready", child_pid=child.pid)
         return None

@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,3 +148,33 @@ def test_a_child_out_of_threads_is_unable_to_run_the_job_rather_than_failing_its
         _, done = real_child.run(2, "capture", payload)
     assert isinstance(done, Done), done
     assert [shot["status"] for shot in done.result["snapshots"]] == ["changed"]
+
+
+def test_the_engine_check_waits_for_threads_rather_than_calling_the_engine_broken() -> None:
+    """A child that starts while a pids limit refuses libvips its threads says hello late, not
+    "the image engine cannot load" (which makes the host refuse to run at all)."""
+    code = (
+        "import sys, pyvips; sys.stdin.readline()\n"
+        "from child.worker.engine import check_engine\n"
+        "print(check_engine())"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    try:
+        with pids_cgroup("engine") as group:
+            (group / "cgroup.procs").write_text(str(process.pid))
+            (group / "pids.max").write_text((group / "pids.current").read_text().strip())
+            assert process.stdin is not None
+            process.stdin.write(b"go\n")
+            process.stdin.flush()
+            time.sleep(1.5)
+            assert process.poll() is None, "it answered while it could not compute"
+            (group / "pids.max").write_text("max")
+            out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert out.decode().startswith("('libvips "), out
+    assert out.decode().rstrip().endswith("None)"), out
