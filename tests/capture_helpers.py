@@ -106,3 +106,10 @@ def run_cli(argv: list[str]) -> int:
         return cli.main(argv)
     finally:
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stderr__))
+
+
+def screens(folder: Path, **stories: tuple[tuple[int, int, int, int], ...]) -> Path:
+    """A folder of screenshots, one PNG per story named by its keyword, with those marks."""
+    for name, marks in stories.items():
+        write_png(folder / f"{name}.png", marks=marks)
+    return folder

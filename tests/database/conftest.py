@@ -16,6 +16,12 @@ from supervisor.host.pool import Child
 
 
 @pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    """The test's artifacts folder (made by whatever first stores into it)."""
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
 def child() -> Iterator[Child]:
     """A child record with a real socket pair and no process: settling needs no process."""
     ours, theirs = socket.socketpair()

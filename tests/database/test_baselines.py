@@ -21,21 +21,18 @@ from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.db.migrate import alembic_config
 from supervisor.db.tables import baselines, builds, capture_shards, jobs, projects, snapshots
-from tests.capture_helpers import claim, prepare, run_build, run_jobs, settle, upload, write_png
+from tests.capture_helpers import (
+    claim,
+    prepare,
+    run_build,
+    run_jobs,
+    screens,
+    settle,
+    upload,
+)
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
-
-
-@pytest.fixture
-def artifacts(tmp_path: Path) -> Path:
-    return tmp_path / "artifacts"
-
-
-def screens(folder: Path, **stories: tuple[tuple[int, int, int, int], ...]) -> Path:
-    for name, marks in stories.items():
-        write_png(folder / f"{name}.png", marks=marks)
-    return folder
 
 
 def settle_now(engine: Engine, job: queue.Job, artifacts: Path) -> None:

@@ -18,22 +18,11 @@ from supervisor.builds.projects import SettingsChange, change_settings
 from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs, snapshots
-from tests.capture_helpers import claim, prepare, run_build, settle, upload, write_png
+from tests.capture_helpers import claim, prepare, run_build, screens, settle, upload
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
 SHA = "a" * 64
-
-
-@pytest.fixture
-def artifacts(tmp_path: Path) -> Path:
-    return tmp_path / "artifacts"
-
-
-def screens(folder: Path, **stories: tuple[tuple[int, int, int, int], ...]) -> Path:
-    for name, marks in stories.items():
-        write_png(folder / f"{name}.png", marks=marks)
-    return folder
 
 
 def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
