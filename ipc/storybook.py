@@ -1,0 +1,118 @@
+"""What parent and child agree on about a Storybook build: how its files are stored, what a plan
+returns, and what each story snapshot of a capture job says.
+
+A Storybook build is stored content-addressed under the artifacts (DESIGN section 6): every file
+at `storybooks/<sha256>/<its file name>`, so an unchanged file is stored once across builds, plus
+one manifest, `storybooks/<sha256>/manifest.json`, mapping each path of the build to its file's
+digest. Jobs carry only the manifest's path and digest (`StorybookRef`); a child reads the manifest
+and serves the build's files from it, and nothing else, to its browser.
+
+The `plan` job opens the build in a browser and returns `PlanResult`: one `StorySnapshot` per
+snapshot to take (a story yields several when it asks for several sizes) and the stories it
+left out, with why. The parent writes them into shards and `capture` jobs; each capture job's
+snapshots are `StorySnapshot`s plus their baseline, and each result adds the captured image.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict, get_args
+
+#: The manifest's format; a manifest of another version is refused by the child.
+MANIFEST_VERSION = 1
+#: Where Storybook files live under the artifacts root.
+STORYBOOKS_PREFIX = "storybooks"
+
+#: The browser a child drives, unless `STORYSHELF_CHROMIUM` (set by `run --chromium`) says.
+CHROMIUM_VARIABLE = "STORYSHELF_CHROMIUM"
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+
+#: How long one story may take to render and settle, in seconds (Chromatic's cap), before its
+#: snapshot fails with "did not finish rendering in 15 s". A story's own delay comes after it.
+RENDER_CAP_SECONDS = 15.0
+#: Shots taken of a story at most until two consecutive ones hash the same.
+MAX_SHOTS = 3
+#: The viewport of a story that names no size (Chromatic's default width).
+DEFAULT_VIEWPORT_WIDTH = 1200
+DEFAULT_VIEWPORT_HEIGHT = 900
+#: The longest delay a story may ask for before its capture, in milliseconds.
+MAX_DELAY_MS = 15_000
+
+#: What a screenshot covers: the story's root element's box (Chromatic's default), the
+#: viewport, or the whole page.
+Crop = Literal["root", "viewport", "page"]
+CROPS: tuple[Crop, ...] = get_args(Crop)
+
+
+class StorybookRef(TypedDict):
+    """A stored Storybook build: its manifest's path under the artifacts, and its SHA-256."""
+
+    manifest: str
+    sha256: str
+
+
+class Viewport(TypedDict):
+    width: int
+    height: int
+
+
+class StorySnapshot(TypedDict):
+    """One snapshot a plan asks for: a story at one size, with the story's own settings."""
+
+    #: The snapshot's name: the story id, with " [mode]" appended when the story has several.
+    name: str
+    story_id: str
+    #: The story's title ("Example/Button") and name ("Primary"), as Storybook shows them.
+    title: str
+    story: str
+    #: The mode's name ("320", "mobile"), or None for a story with one size.
+    mode: str | None
+    viewport: Viewport
+    #: Waited after the story settled (`chromatic.delay`, `lostpixel.waitBeforeScreenshot`,
+    #: storycap's `screenshot.delay`), at most `MAX_DELAY_MS`.
+    delay_ms: int
+    #: Animations paused at their end (True, Chromatic's default) or at their first frame.
+    pause_animation_at_end: bool
+    crop: Crop
+    #: This snapshot's own diff settings (`chromatic.diffThreshold`, `lostpixel.threshold`;
+    #: `chromatic.diffIncludeAntiAliasing`), or None for the project's.
+    threshold: float | None
+    count_aa: bool | None
+
+
+class SkippedStory(TypedDict):
+    """A story the plan left out, and why ("chromatic.disableSnapshot", "no snapshot tag")."""
+
+    story_id: str
+    title: str
+    story: str
+    reason: str
+
+
+class PlanResult(TypedDict):
+    """What a `plan` job returns to the parent."""
+
+    snapshots: list[StorySnapshot]
+    skipped: list[SkippedStory]
+    #: Docs entries of the index, dropped.
+    docs: int
+
+
+#: The fields a story capture's snapshot result adds to an uploaded image's: where the capture
+#: was stored (`images/ab/<sha256>.png`), its digest, and whether two consecutive shots agreed
+#: (False: the story never settled in `MAX_SHOTS` shots; the last shot is kept).
+STORY_RESULT_FIELDS = ("image", "sha256", "settled")
+
+
+def file_key(path: str, sha256: str) -> str:
+    """Where the file at `path` in a build, of digest `sha256`, is stored under the artifacts."""
+    return f"{STORYBOOKS_PREFIX}/{sha256}/{path.rsplit('/', 1)[-1]}"
+
+
+def manifest_key(sha256: str) -> str:
+    """Where a manifest of digest `sha256` is stored under the artifacts."""
+    return f"{STORYBOOKS_PREFIX}/{sha256}/manifest.json"
+
+
+def manifest_document(files: dict[str, str]) -> dict[str, Any]:
+    """The manifest of a build whose files (path under the build, posix) have these digests."""
+    return {"version": MANIFEST_VERSION, "files": dict(sorted(files.items()))}
