@@ -95,6 +95,9 @@ class PlanResult(TypedDict):
     skipped: list[SkippedStory]
     #: Docs entries of the index, dropped.
     docs: int
+    #: Why the build cannot be planned (its preview does not load, its index is not Storybook's),
+    #: in the browser's words; the parent fails the build with it. None when planned.
+    error: str | None
 
 
 #: The fields a story capture's snapshot result adds to an uploaded image's: where the capture
