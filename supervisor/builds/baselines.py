@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, literal, select
+from sqlalchemy import ColumnElement, Connection, Table, literal, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from supervisor.db.tables import baselines, snapshots
+from supervisor.db.tables import baselines, build_baselines, snapshots
 
 #: Names looked up per statement, well under SQLite's bound-parameter limit.
 NAMES_PER_LOOKUP = 500
@@ -29,17 +29,38 @@ JobBaseline = dict[str, Any]
 def find(conn: Connection, project_id: int, names: Sequence[str]) -> dict[str, JobBaseline]:
     """Each of `names`' baseline in project `project_id`, as capture jobs carry it; names
     without one are left out."""
+    return _lookup(conn, baselines, baselines.c.project_id == project_id, names)
+
+
+def freeze(conn: Connection, project_id: int, build_id: int) -> None:
+    """Copy project `project_id`'s baselines as they are now to build `build_id`, in one statement.
+
+    For a build whose snapshots' names are known only later (a Storybook's, after its plan), so
+    that it compares with what had ended when it was created, like an upload, whatever is
+    accepted while its plan waits or runs.
+    """
+    frozen = select(
+        literal(build_id, build_baselines.c.build_id.type),
+        baselines.c.name,
+        baselines.c.snapshot_id,
+    ).where(baselines.c.project_id == project_id)
+    conn.execute(build_baselines.insert().from_select(["build_id", "name", "snapshot_id"], frozen))
+
+
+def find_frozen(conn: Connection, build_id: int, names: Sequence[str]) -> dict[str, JobBaseline]:
+    """Each of `names`' baseline as build `build_id` froze them (`freeze`), as `find` gives."""
+    return _lookup(conn, build_baselines, build_baselines.c.build_id == build_id, names)
+
+
+def _lookup(
+    conn: Connection, table: Table, owner: ColumnElement[bool], names: Sequence[str]
+) -> dict[str, JobBaseline]:
     found: dict[str, JobBaseline] = {}
     for start in range(0, len(names), NAMES_PER_LOOKUP):
         rows = conn.execute(
-            select(
-                baselines.c.name, snapshots.c.id, snapshots.c.image_path, snapshots.c.image_sha256
-            )
-            .join(snapshots, snapshots.c.id == baselines.c.snapshot_id)
-            .where(
-                baselines.c.project_id == project_id,
-                baselines.c.name.in_(names[start : start + NAMES_PER_LOOKUP]),
-            )
+            select(table.c.name, snapshots.c.id, snapshots.c.image_path, snapshots.c.image_sha256)
+            .join(snapshots, snapshots.c.id == table.c.snapshot_id)
+            .where(owner, table.c.name.in_(names[start : start + NAMES_PER_LOOKUP]))
         )
         found.update(
             {

@@ -14,9 +14,7 @@ created. A shard never holds more snapshots than its messages to and from the ch
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,14 +26,13 @@ from sqlalchemy import Connection, insert
 
 from ipc.framing import MAX_FRAME_BYTES
 from supervisor.builds import baselines
+from supervisor.builds.files import sha256_of, shown, store_copy
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
 from supervisor.db.tables import builds, capture_attempts, capture_shards
 
 log = structlog.get_logger(__name__)
 
-#: Bytes read at a time while hashing an image.
-HASH_CHUNK_BYTES = 1 << 20
 #: The first eight bytes of every PNG file (PNG specification, section 5.2).
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: The longest snapshot name, in characters: far more than a story id with its mode takes, and
@@ -106,13 +103,13 @@ def find_images(folder: Path) -> list[FoundImage]:
     capture cannot take, and names that collide. Links to folders are not descended into.
     """
     if not folder.exists():
-        raise UploadError(f"{_shown(folder)}: no such folder")
+        raise UploadError(f"{shown(folder)}: no such folder")
     if not folder.is_dir():
-        raise UploadError(f"{_shown(folder)}: not a folder")
+        raise UploadError(f"{shown(folder)}: not a folder")
     root, relatives = folder.resolve(), _png_paths(folder)
     found = [_checked(root, folder / relative, relative) for relative in relatives]
     if not found:
-        raise UploadError(f"{_shown(folder)}: no PNG images in this folder")
+        raise UploadError(f"{shown(folder)}: no PNG images in this folder")
     _refuse_case_collisions(folder, relatives)
     return sorted(found)
 
@@ -131,7 +128,7 @@ def _png_paths(folder: Path) -> list[str]:
 
 
 def _refuse_unreadable(error: OSError) -> None:
-    raise UploadError(f"{_shown(Path(error.filename))}: cannot be read: {error.strerror}")
+    raise UploadError(f"{shown(Path(error.filename))}: cannot be read: {error.strerror}")
 
 
 def _checked(root: Path, path: Path, relative: str) -> FoundImage:
@@ -140,19 +137,19 @@ def _checked(root: Path, path: Path, relative: str) -> FoundImage:
     if path.is_symlink():
         real = path.resolve()
         if not real.is_relative_to(root):
-            raise UploadError(f"{_shown(path)}: a link to outside the folder ({_shown(real)})")
+            raise UploadError(f"{shown(path)}: a link to outside the folder ({shown(real)})")
     if not real.is_file():
-        raise UploadError(f"{_shown(path)}: not a regular file")
+        raise UploadError(f"{shown(path)}: not a regular file")
     name = relative[: -len(".png")]
     if problem := snapshot_name_problem(name):
-        raise UploadError(f"{_shown(path)}: {problem}")
+        raise UploadError(f"{shown(path)}: {problem}")
     try:
         with real.open("rb") as file:
             signature = file.read(len(PNG_SIGNATURE))
     except OSError as error:
-        raise UploadError(f"{_shown(path)}: cannot be read: {error.strerror}") from error
+        raise UploadError(f"{shown(path)}: cannot be read: {error.strerror}") from error
     if signature != PNG_SIGNATURE:
-        raise UploadError(f"{_shown(path)}: not a PNG image (no PNG signature)")
+        raise UploadError(f"{shown(path)}: not a PNG image (no PNG signature)")
     return FoundImage(name, real)
 
 
@@ -184,15 +181,9 @@ def _refuse_case_collisions(folder: Path, relatives: Sequence[str]) -> None:
     for relative in relatives:
         key = relative[: -len(".png")].casefold()
         if key in seen:
-            first, second = (_shown(folder / path) for path in (seen[key], relative))
+            first, second = (shown(folder / path) for path in (seen[key], relative))
             raise UploadError(f"{first} and {second}: names equal but for case")
         seen[key] = relative
-
-
-def _shown(path: Path) -> str:
-    """`path` for a one-line message: quoted and escaped when it holds an unprintable character."""
-    text = str(path)
-    return text if text.isprintable() else repr(text)
 
 
 def store_image(artifacts: Path, source: Path) -> tuple[str, str]:
@@ -201,33 +192,10 @@ def store_image(artifacts: Path, source: Path) -> tuple[str, str]:
     The copy goes to a temporary file in the target folder and is renamed into place, so a
     reader never sees half an image and two uploads storing it at once both end with it whole.
     """
-    digest = _sha256(source)
+    digest = sha256_of(source)
     relative = f"images/{digest[:2]}/{digest}.png"
-    target = artifacts / relative
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _copy_atomically(source, target)
+    store_copy(source, artifacts / relative)
     return relative, digest
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        while chunk := file.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _copy_atomically(source: Path, target: Path) -> None:
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-", suffix=".png")
-    try:
-        with os.fdopen(handle, "wb") as out, source.open("rb") as data:
-            while chunk := data.read(HASH_CHUNK_BYTES):
-                out.write(chunk)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:

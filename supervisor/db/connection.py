@@ -162,9 +162,43 @@ def _make_room(path: Path) -> None:
 @contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """One transaction, committed on success; a lost or unreachable database is `DatabaseUnavailable`."""
+    with _unavailable_named(), engine.begin() as conn:
+        yield conn
+
+
+@contextmanager
+def schema_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction for changing the schema, as `transaction` otherwise.
+
+    SQLite changes most of a table only by building a new one and dropping the old, and with
+    foreign keys on, dropping a table others point at counts violations that the new table,
+    renamed into place, does not take back. So, as SQLite's documentation prescribes, its
+    foreign keys are off for the transaction (the pragma only takes effect outside one) and
+    checked whole before the commit.
+    """
+    with _unavailable_named(), engine.connect() as conn:
+        sqlite = conn.dialect.name == "sqlite"
+        raw = conn.connection.dbapi_connection
+        assert raw is not None, "a checked-out connection has its DB-API connection"
+        if sqlite:
+            raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                yield conn
+                if sqlite and (broken := conn.exec_driver_sql("PRAGMA foreign_key_check").first()):
+                    raise DatabaseUnusable(
+                        f"the schema change breaks a foreign key: {tuple(broken)}"
+                    )
+        finally:
+            if sqlite:
+                raw.execute("PRAGMA foreign_keys=ON")
+
+
+@contextmanager
+def _unavailable_named() -> Iterator[None]:
+    """A lost or unreachable database raised inside as `DatabaseUnavailable`."""
     try:
-        with engine.begin() as conn:
-            yield conn
+        yield
     except DBAPIError as error:
         if connection_lost(error):
             raise DatabaseUnavailable(_describe(error)) from error

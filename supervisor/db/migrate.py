@@ -16,7 +16,12 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
-from supervisor.db.connection import DatabaseUnusable, is_postgres, transaction
+from supervisor.db.connection import (
+    DatabaseUnusable,
+    is_postgres,
+    schema_transaction,
+    transaction,
+)
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 #: The advisory lock `migrations/env.py` takes; taken here first so the revision read before the
@@ -82,7 +87,7 @@ def upgrade(engine: Engine) -> Migration:
     One transaction: on PostgreSQL under the migrations' advisory lock, on SQLite under its
     write lock (`BEGIN IMMEDIATE`); Alembic runs inside it rather than opening its own.
     """
-    with transaction(engine) as conn:
+    with schema_transaction(engine) as conn:
         if is_postgres(conn):
             conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
         before = current_revision(conn)

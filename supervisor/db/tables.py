@@ -81,10 +81,13 @@ JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 ShardStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 BuildStatus = Literal["pending", "capturing", "passed", "changed", "failed", "cancelled"]
 SnapshotStatus = Literal["new", "unchanged", "changed", "failed"]
+#: Where a build's snapshots come from: screenshots uploaded, or a Storybook the host renders.
+BuildSource = Literal["images", "storybook"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
 SHARD_STATES: tuple[ShardStatus, ...] = get_args(ShardStatus)
 BUILD_STATES: tuple[BuildStatus, ...] = get_args(BuildStatus)
 SNAPSHOT_STATES: tuple[SnapshotStatus, ...] = get_args(SnapshotStatus)
+BUILD_SOURCES: tuple[BuildSource, ...] = get_args(BuildSource)
 
 
 def _one_of(column: str, states: tuple[str, ...]) -> CheckConstraint:
@@ -114,6 +117,11 @@ builds = Table(
     Column("branch", String(200), nullable=False),
     Column("commit", String(64)),
     Column("status", String(12), nullable=False, server_default="pending"),
+    Column("source", String(12), nullable=False, server_default="images"),
+    # A Storybook build's stored files (`ipc.storybook.StorybookRef`), and what its plan left
+    # out (`{"skipped": [SkippedStory], "docs": int}`) once it has run.
+    Column("storybook", Document),
+    Column("plan", Document),
     Column("new", Integer, nullable=False, server_default="0"),
     Column("unchanged", Integer, nullable=False, server_default="0"),
     Column("changed", Integer, nullable=False, server_default="0"),
@@ -159,8 +167,9 @@ snapshots = Table(
     Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
     Column("shard_id", Key, ForeignKey("capture_shards.id"), nullable=False, index=True),
     Column("name", Text, nullable=False),
-    Column("image_path", Text, nullable=False),
-    Column("image_sha256", String(64), nullable=False),
+    # None for a story that failed before it gave an image.
+    Column("image_path", Text),
+    Column("image_sha256", String(64)),
     Column("width", Integer),
     Column("height", Integer),
     Column("baseline_id", Key, ForeignKey("snapshots.id")),
@@ -170,6 +179,16 @@ snapshots = Table(
     Column("diff_ratio", Float),
     Column("diff_path", Text),
     Column("error", Text),
+    # A Storybook snapshot's story: its id, title and name, and its mode when it has several.
+    Column("story_id", Text),
+    Column("mode", Text),
+    Column("title", Text),
+    Column("story", Text),
+    # False when its story never gave two equal shots in a row (the last one is kept).
+    Column("settled", Boolean),
+    # The snapshot's own diff settings, from its story's parameters; None: the project's.
+    Column("threshold", Float),
+    Column("count_aa", Boolean),
     UniqueConstraint("build_id", "name"),
     _one_of("status", SNAPSHOT_STATES),
 )
@@ -185,6 +204,17 @@ baselines = Table(
     # The key is the lookup: a new build reads its baselines by (project, name), whatever the
     # number of builds before it.
     PrimaryKeyConstraint("project_id", "name"),
+)
+
+build_baselines = Table(
+    "build_baselines",
+    metadata,
+    # A Storybook build's baselines as they were when it was created (its snapshots' names are
+    # known only after its plan): the project's `baselines` rows of that moment.
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
+    Column("name", Text, nullable=False),
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False),
+    PrimaryKeyConstraint("build_id", "name"),
 )
 
 jobs = Table(

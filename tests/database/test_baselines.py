@@ -18,7 +18,7 @@ from sqlalchemy import Engine, event, func, insert, inspect, select, text
 from child.capture import shard as capture
 from supervisor.builds.cancel import cancel_build
 from supervisor.db import queue
-from supervisor.db.connection import transaction
+from supervisor.db.connection import schema_transaction, transaction
 from supervisor.db.migrate import alembic_config
 from supervisor.db.tables import baselines, builds, capture_shards, jobs, projects, snapshots
 from tests.capture_helpers import (
@@ -221,10 +221,9 @@ def test_a_new_build_reads_its_baselines_in_one_statement_on_the_tables_key(
 
 def migrate(engine: Engine, step: Callable[..., None], revision: str) -> None:
     config = alembic_config(engine)
-    with engine.connect() as connection:
+    with schema_transaction(engine) as connection:
         config.attributes["connection"] = connection
         step(config, revision)
-        connection.commit()
 
 
 def unfinished_capture_data(engine: Engine) -> list[Any]:
