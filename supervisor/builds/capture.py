@@ -8,6 +8,9 @@ and the build ends with its last shard (`supervisor.builds.reduce`).
 
 Job data: `{"build_id": int, "shard_id": int, "snapshots": [{"name", "image", "sha256",
 "baseline"}]}`, `baseline` being None or `{"id", "image", "sha256"}` of the baseline snapshot.
+A Storybook build's capture jobs (queued by its plan, `supervisor.builds.plan`) also carry
+`"storybook": StorybookRef`, and each snapshot is an `ipc.storybook.StorySnapshot` plus its
+`baseline`: the child renders it, and its result says where the capture was stored.
 """
 
 from __future__ import annotations
@@ -20,9 +23,17 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, func, insert, select, update
 
+from ipc.storybook import (
+    CROPS,
+    MAX_DELAY_MS,
+    STORY_RESULT_FIELDS,
+    STORYBOOKS_PREFIX,
+    StorySnapshot,
+)
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.builds.projects import load_settings
 from supervisor.builds.reduce import ReduceOutcome, reduce_build
+from supervisor.builds.uploads import snapshot_name_problem
 from supervisor.db.queue import Job
 from supervisor.db.tables import (
     SNAPSHOT_STATES,
@@ -50,11 +61,17 @@ RESULT_FIELDS = (
 )
 
 
+#: What a story snapshot's row keeps of its `StorySnapshot`.
+STORY_COLUMNS = ("story_id", "mode", "title", "story", "threshold", "count_aa")
+#: The largest viewport side a story snapshot may ask for, in CSS pixels.
+MAX_VIEWPORT_SIDE = 8192
+
+
 class ResultError(ValueError):
     """The child's result does not match the job it ran (the message says how)."""
 
 
-def _is_id(value: Any) -> bool:
+def is_id(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
@@ -72,29 +89,94 @@ def _is_image(value: Any, fields: set[str]) -> bool:
     )
 
 
-def _is_snapshot(value: Any) -> bool:
+def _is_baseline(value: Any) -> bool:
+    return value is None or (_is_image(value, {"id", "image", "sha256"}) and is_id(value["id"]))
+
+
+def _is_uploaded_snapshot(value: Any) -> bool:
     return (
         _is_image(value, {"name", "image", "sha256", "baseline"})
         and isinstance(value["name"], str)
         and bool(value["name"])
+        and _is_baseline(value["baseline"])
+    )
+
+
+def _is_story_snapshot_with_baseline(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and "baseline" in value
+        and _is_baseline(value["baseline"])
+        and is_story_snapshot({key: item for key, item in value.items() if key != "baseline"})
+    )
+
+
+def is_storybook_ref(value: Any) -> bool:
+    """Whether `value` is a `StorybookRef` whose manifest lies under `storybooks/`."""
+    return (
+        isinstance(value, Mapping)
+        and set(value) == {"manifest", "sha256"}
+        and isinstance(value["manifest"], str)
+        and value["manifest"].startswith(f"{STORYBOOKS_PREFIX}/")
+        and ".." not in value["manifest"].split("/")
+        and isinstance(value["sha256"], str)
+        and SHA256.fullmatch(value["sha256"]) is not None
+    )
+
+
+#: The keys of a `StorySnapshot`, as the plan returns it and capture jobs carry it.
+STORY_SNAPSHOT_KEYS = frozenset(StorySnapshot.__annotations__)
+
+
+def is_story_snapshot(value: Any) -> bool:
+    """Whether `value` is a well-formed `StorySnapshot` (without its baseline)."""
+    if not isinstance(value, Mapping) or set(value) != STORY_SNAPSHOT_KEYS:
+        return False
+    viewport = value["viewport"]
+    texts_ok = all(isinstance(value[key], str) for key in ("name", "story_id", "title", "story"))
+    return (
+        texts_ok
+        and snapshot_name_problem(value["name"]) is None
+        and bool(value["story_id"])
+        and (value["mode"] is None or isinstance(value["mode"], str))
+        and isinstance(viewport, Mapping)
+        and set(viewport) == {"width", "height"}
+        and all(
+            is_id(viewport[side]) and viewport[side] <= MAX_VIEWPORT_SIDE
+            for side in ("width", "height")
+        )
+        and is_count(value["delay_ms"])
+        and value["delay_ms"] <= MAX_DELAY_MS
+        and isinstance(value["pause_animation_at_end"], bool)
+        and value["crop"] in CROPS
         and (
-            value["baseline"] is None
+            value["threshold"] is None
             or (
-                _is_image(value["baseline"], {"id", "image", "sha256"})
-                and _is_id(value["baseline"]["id"])
+                isinstance(value["threshold"], int | float)
+                and not isinstance(value["threshold"], bool)
+                and 0 <= value["threshold"] <= 1
             )
         )
+        and (value["count_aa"] is None or isinstance(value["count_aa"], bool))
     )
 
 
 def accepts(data: Any) -> bool:
-    """Whether `data` is a capture job's data; never raises, whatever it is given."""
-    if not isinstance(data, Mapping) or set(data) != {"build_id", "shard_id", "snapshots"}:
+    """Whether `data` is a capture job's data, of an upload or a Storybook; never raises."""
+    if not isinstance(data, Mapping):
+        return False
+    if set(data) == {"build_id", "shard_id", "snapshots"}:
+        is_snapshot = _is_uploaded_snapshot
+    elif set(data) == {"build_id", "shard_id", "storybook", "snapshots"}:
+        if not is_storybook_ref(data["storybook"]):
+            return False
+        is_snapshot = _is_story_snapshot_with_baseline
+    else:
         return False
     shots = data["snapshots"]
-    if not (_is_id(data["build_id"]) and _is_id(data["shard_id"])):
+    if not (is_id(data["build_id"]) and is_id(data["shard_id"])):
         return False
-    if not isinstance(shots, list) or not shots or not all(_is_snapshot(s) for s in shots):
+    if not isinstance(shots, list) or not shots or not all(is_snapshot(s) for s in shots):
         return False
     return len({shot["name"] for shot in shots}) == len(shots)
 
@@ -112,7 +194,9 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     shots = job.data["snapshots"]
     baselines = sum(1 for shot in shots if shot["baseline"] is not None)
     log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=baselines)
+    storybook = {"storybook": job.data["storybook"]} if "storybook" in job.data else {}
     return {
+        **storybook,
         "artifacts": str(artifacts.resolve()),
         "build_id": build_id,
         "shard_id": shard_id,
@@ -174,20 +258,40 @@ def _checked_results(job: Job, result: Any) -> list[Mapping[str, Any]]:
     if not isinstance(items, list):
         raise ResultError(f"capture job {job.id}: the result has no snapshot list")
     expected = sorted(shot["name"] for shot in job.data["snapshots"])
-    if not all(isinstance(item, Mapping) and set(item) == set(RESULT_FIELDS) for item in items):
+    story = "storybook" in job.data
+    fields = {*RESULT_FIELDS, *(STORY_RESULT_FIELDS if story else ())}
+    if not all(isinstance(item, Mapping) and set(item) == fields for item in items):
         raise ResultError(f"capture job {job.id}: a snapshot result lacks or adds fields")
     if sorted(str(item["name"]) for item in items) != expected:
         raise ResultError(f"capture job {job.id}: the results do not match the job's snapshots")
     for item in items:
         _check_result(job, item)
+        if story:
+            _check_capture(job, item)
     return items
+
+
+def _check_capture(job: Job, item: Mapping[str, Any]) -> None:
+    """A story's result names the image the child stored: `images/ab/<sha256>.png`, or none
+    when the story failed before giving one."""
+    image, digest, settled = item["image"], item["sha256"], item["settled"]
+    if image is None and digest is None and item["status"] == "failed":
+        return
+    stored_as = f"images/{digest[:2]}/{digest}.png" if isinstance(digest, str) else None
+    if not (
+        isinstance(digest, str)
+        and SHA256.fullmatch(digest)
+        and image == stored_as
+        and isinstance(settled, bool)
+    ):
+        raise ResultError(f"capture job {job.id}: malformed capture for {item['name']!r}")
 
 
 def _check_result(job: Job, item: Mapping[str, Any]) -> None:
     numbers = (item["width"], item["height"], item["diff_pixels"], item["baseline_id"])
     well_formed = (
         item["status"] in SNAPSHOT_STATES
-        and all(value is None or _is_count(value) for value in numbers)
+        and all(value is None or is_count(value) for value in numbers)
         and (item["diff_ratio"] is None or isinstance(item["diff_ratio"], int | float))
         and all(
             item[key] is None or isinstance(item[key], str)
@@ -198,19 +302,24 @@ def _check_result(job: Job, item: Mapping[str, Any]) -> None:
         raise ResultError(f"capture job {job.id}: malformed result for {item['name']!r}")
 
 
-def _is_count(value: Any) -> bool:
+def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _snapshot_row(
-    build_id: int, shard_id: int, image: Mapping[str, Any], item: Mapping[str, Any]
+    build_id: int, shard_id: int, shot: Mapping[str, Any], item: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """The row of one snapshot: the upload's image, or the story's capture and settings."""
+    story = "story_id" in shot
+    source = item if story else shot
     return {
         "build_id": build_id,
         "shard_id": shard_id,
         "name": item["name"],
-        "image_path": image["image"],
-        "image_sha256": image["sha256"],
+        "image_path": source["image"],
+        "image_sha256": source["sha256"],
+        **{key: shot[key] if story else None for key in STORY_COLUMNS},
+        "settled": item["settled"] if story else None,
         "width": item["width"],
         "height": item["height"],
         "baseline_id": item["baseline_id"],

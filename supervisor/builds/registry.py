@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipc.plugins import plugin_modules
-from supervisor.builds import capture
+from supervisor.builds import capture, plan
 from supervisor.builds.kinds import Kind
 
 
@@ -21,6 +21,7 @@ def registered_kinds() -> dict[str, Kind]:
     """The built-in kinds, then those of the plugin modules (`ipc.plugins`)."""
     kinds = {
         "capture": capture.KIND,
+        "plan": plan.KIND,
         # Does nothing in a child: measures the host's own overhead, and checks a host end to end.
         "noop": Kind("noop", accepts=_is_mapping),
     }

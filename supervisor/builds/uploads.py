@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import structlog
 from sqlalchemy import Connection, insert
@@ -29,7 +29,7 @@ from supervisor.builds import baselines
 from supervisor.builds.files import sha256_of, shown, store_copy
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
-from supervisor.db.tables import builds, capture_attempts, capture_shards
+from supervisor.db.tables import BuildSource, builds, capture_attempts, capture_shards
 
 log = structlog.get_logger(__name__)
 
@@ -49,6 +49,10 @@ MESSAGE_ENVELOPE_BYTES = 64 * 2**10
 #: outgrow the frame limit that both ends of a child's socket enforce. Uploads with more
 #: snapshots get more shards than asked for.
 MAX_SNAPSHOTS_PER_SHARD = (MAX_FRAME_BYTES - MESSAGE_ENVELOPE_BYTES) // SNAPSHOT_BYTES_BOUND
+
+
+#: A snapshot as a shard holds it: an uploaded image, or a Storybook plan's snapshot.
+Shot = TypeVar("Shot")
 
 
 class UploadError(ValueError):
@@ -74,16 +78,22 @@ class QueuedBuild:
     build_id: int
     shard_ids: tuple[int, ...]
     job_ids: tuple[int, ...]
-    snapshot_count: int
+    #: None for a Storybook build: its snapshots are known once its plan has run.
+    snapshot_count: int | None
+    source: BuildSource = "images"
+    #: A Storybook build's stories, as its index lists them.
+    stories: int | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        shown = {
             "build_id": self.build_id,
+            "source": self.source,
             "shards": len(self.shard_ids),
             "shard_ids": list(self.shard_ids),
             "job_ids": list(self.job_ids),
             "snapshots": self.snapshot_count,
         }
+        return shown if self.stories is None else {**shown, "stories": self.stories}
 
 
 class FoundImage(NamedTuple):
@@ -229,12 +239,12 @@ def check_request(project: str, branch: str, shards: int) -> None:
 
 
 def split_evenly(
-    images: Sequence[StoredImage], shards: int, max_per_shard: int = MAX_SNAPSHOTS_PER_SHARD
-) -> list[list[StoredImage]]:
-    """Consecutive runs of the name-sorted images, sizes differing by at most one.
+    images: Sequence[Shot], shards: int, max_per_shard: int = MAX_SNAPSHOTS_PER_SHARD
+) -> list[list[Shot]]:
+    """Consecutive runs of the name-sorted snapshots, sizes differing by at most one.
 
-    `shards` runs, or more when that many would put more than `max_per_shard` images in one;
-    never more runs than images: an empty shard would be a job with nothing to capture.
+    `shards` runs, or more when that many would put more than `max_per_shard` in one; never
+    more runs than snapshots: an empty shard would be a job with nothing to capture.
     """
     count = max(min(shards, len(images)), -(-len(images) // max_per_shard))
     size, extra = divmod(len(images), count)

@@ -1,8 +1,10 @@
-"""`python -m supervisor enqueue-build`: register a build from a folder of screenshots.
+"""`python -m supervisor enqueue-build`: register a build from screenshots or a Storybook.
 
 Everything is checked before anything is written, so a refused upload leaves nothing behind. The
-images are then stored content-addressed, and the build, its shards and its capture jobs created
-in one transaction, so a build is never queued without its files.
+files are then stored content-addressed, and the build created in one transaction, so a build is
+never queued without its files: an upload's shards and capture jobs at once
+(`supervisor.builds.uploads`), a Storybook's `plan` job, which makes them once the stories are
+known (`supervisor.builds.storybooks`).
 """
 
 from __future__ import annotations
@@ -12,41 +14,50 @@ import json
 import sys
 from pathlib import Path
 
+from sqlalchemy import Engine
+
 from supervisor.builds.projects import ProjectError
-from supervisor.builds.uploads import UploadError, check_request, enqueue_build, store_images
-from supervisor.commands.options import open_database
+from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.builds.uploads import (
+    QueuedBuild,
+    UploadError,
+    check_request,
+    enqueue_build,
+    store_images,
+)
+from supervisor.commands.options import open_database, whole
 from supervisor.db.connection import transaction
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m supervisor enqueue-build`."""
     parser.add_argument("--project", required=True, help="project name (created if new)")
-    parser.add_argument("--branch", required=True, help="the branch the screenshots come from")
-    parser.add_argument("--images", required=True, type=Path, help="folder of PNGs, one per story")
-    parser.add_argument(
-        "--shards", type=int, default=1, help="capture jobs to split the build into (default 1)"
+    parser.add_argument("--branch", required=True, help="the branch the build comes from")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--images", type=Path, help="folder of PNGs, one per story")
+    source.add_argument(
+        "--storybook",
+        type=Path,
+        help="a Storybook static build (storybook-static/): the host renders every story",
     )
-    parser.add_argument("--commit", help="commit SHA the screenshots were taken at")
+    parser.add_argument(
+        "--shards",
+        type=whole(1),
+        help="capture jobs to split the build into (default: 1 for images; for a Storybook, "
+        "one per 20 snapshots)",
+    )
+    parser.add_argument("--commit", help="commit SHA the build was made at")
     parser.add_argument(
         "--json", action="store_true", help="print build, shard and job ids as JSON"
     )
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Upload a folder of PNGs as a build and queue its capture; prints the build id."""
+    """Upload a build and queue its work; prints the build id."""
     engine = open_database(args.database_url)
     try:
-        check_request(args.project, args.branch, args.shards)
-        images = store_images(args.artifacts, args.images)
-        with transaction(engine) as conn:
-            queued = enqueue_build(
-                conn,
-                project=args.project,
-                branch=args.branch,
-                images=images,
-                shards=args.shards,
-                commit=args.commit,
-            )
+        check_request(args.project, args.branch, args.shards or 1)
+        queued = _storybook(engine, args) if args.storybook else _images(engine, args)
     except (UploadError, ProjectError) as error:
         print(f"supervisor enqueue-build: {error}", file=sys.stderr)
         return 1
@@ -54,3 +65,29 @@ def execute(args: argparse.Namespace) -> int:
         engine.dispose()
     print(json.dumps(queued.as_json()) if args.json else queued.build_id)
     return 0
+
+
+def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
+    images = store_images(args.artifacts, args.images)
+    with transaction(engine) as conn:
+        return enqueue_build(
+            conn,
+            project=args.project,
+            branch=args.branch,
+            images=images,
+            shards=args.shards or 1,
+            commit=args.commit,
+        )
+
+
+def _storybook(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
+    storybook = store_storybook(args.artifacts, args.storybook)
+    with transaction(engine) as conn:
+        return enqueue_storybook(
+            conn,
+            project=args.project,
+            branch=args.branch,
+            storybook=storybook,
+            shards=args.shards,
+            commit=args.commit,
+        )
