@@ -174,9 +174,22 @@ def _snapshot(snapshot: SnapshotView) -> str:
     status = escape(snapshot.status)
     return (
         f'<section class="snapshot {status}" data-status="{status}">'
-        f'<h2><span class="badge {status}">{status}</span>{escape(snapshot.name)}</h2>'
-        f"{_facts(snapshot)}{_pictures(snapshot)}</section>"
+        f'<h2><span class="badge {status}">{status}</span>{escape(snapshot.label)}</h2>'
+        f"{_story(snapshot)}{_facts(snapshot)}{_pictures(snapshot)}</section>"
     )
+
+
+def _story(snapshot: SnapshotView) -> str:
+    """A Storybook snapshot's story id (what `build ID` names it by), and whether it settled."""
+    if snapshot.story_id is None:
+        return ""
+    unsettled = (
+        "; never settled: two shots in a row never agreed, the last is shown"
+        if snapshot.settled is False
+        else ""
+    )
+    return f'<p class="meta">story <code>{escape(snapshot.name)}</code>{unsettled}</p>'
+
 
 
 def _facts(snapshot: SnapshotView) -> str:
@@ -206,6 +219,8 @@ def _pictures(snapshot: SnapshotView) -> str:
         ]
         figures = "".join(_figure(label, path, snapshot.name) for label, path in sides if path)
         return f'<div class="sides">{figures}</div>'
+    if snapshot.image_path is None:
+        return ""
     return f'<div class="sides one">{_figure("new", snapshot.image_path, snapshot.name)}</div>'
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from supervisor.db.tables import builds, projects, snapshots
+from supervisor.db.tables import BuildSource, builds, projects, snapshots
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,9 @@ class SnapshotView:
     id: int
     name: str
     status: str
-    image_path: str
+    #: None for a story that failed before giving an image.
+    image_path: str | None
+    image_sha256: str | None
     width: int | None
     height: int | None
     baseline_id: int | None
@@ -35,11 +37,33 @@ class SnapshotView:
     diff_ratio: float | None
     diff_path: str | None
     error: str | None
+    #: A Storybook snapshot's story (all None for an uploaded image).
+    story_id: str | None = None
+    title: str | None = None
+    story: str | None = None
+    mode: str | None = None
+    #: False when the story never gave two equal shots in a row.
+    settled: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """How people know the snapshot: the story's title and name ("Example/Button: Primary
+        [320]"), or the uploaded image's name."""
+        if self.title is None or self.story is None:
+            return self.name
+        return f"{self.title}: {self.story}" + (f" [{self.mode}]" if self.mode else "")
 
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "status": self.status,
+            "story_id": self.story_id,
+            "title": self.title,
+            "story": self.story,
+            "mode": self.mode,
+            "settled": self.settled,
+            "image_path": self.image_path,
+            "image_sha256": self.image_sha256,
             "diff_pixels": self.diff_pixels,
             "diff_ratio": self.diff_ratio,
             "diff_path": self.diff_path,
@@ -64,6 +88,9 @@ class BuildView:
     report_path: str | None
     error: str | None
     snapshots: tuple[SnapshotView, ...]
+    source: BuildSource = "images"
+    #: A Storybook build's plan once it has run: the stories it left out, and why.
+    skipped: tuple[dict[str, str], ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -83,12 +110,14 @@ class BuildView:
             "branch": self.branch,
             "commit": self.commit,
             "status": self.status,
+            "source": self.source,
             "counts": dict(self.counts),
             "created_at": self.created_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "report_path": self.report_path,
             "error": self.error,
             "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
+            "skipped": [dict(story) for story in self.skipped],
         }
 
 
@@ -102,6 +131,7 @@ def load_build(conn: Connection, build_id: int) -> BuildView | None:
     if row is None:
         return None
     m = row._mapping
+    plan = m["plan"] if isinstance(m["plan"], dict) else {}
     return BuildView(
         id=m["id"],
         project=m["project"],
@@ -114,6 +144,8 @@ def load_build(conn: Connection, build_id: int) -> BuildView | None:
         report_path=m["report_path"],
         error=m["error"],
         snapshots=_load_snapshots(conn, build_id),
+        source=m["source"],
+        skipped=tuple(plan.get("skipped", ())),
     )
 
 
@@ -135,6 +167,7 @@ def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]
             name=m["name"],
             status=m["status"],
             image_path=m["image_path"],
+            image_sha256=m["image_sha256"],
             width=m["width"],
             height=m["height"],
             baseline_id=m["baseline_id"],
@@ -145,6 +178,11 @@ def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]
             diff_ratio=m["diff_ratio"],
             diff_path=m["diff_path"],
             error=m["error"],
+            story_id=m["story_id"],
+            title=m["title"],
+            story=m["story"],
+            mode=m["mode"],
+            settled=m["settled"],
         )
         for m in (row._mapping for row in rows)
     )
@@ -165,8 +203,12 @@ def format_build(view: BuildView, artifacts: Path) -> str:
         f"baselines {'from build ' + sources if sources else '-'}",
         f"report    {_report_line(view, artifacts)}",
     ]
+    if view.skipped:
+        lines.append(f"skipped   {len(view.skipped)} stories opted out")
     if view.snapshots:
-        lines += ["", *_table(view.snapshots)]
+        lines += ["", *_table(view.snapshots, stories=view.source == "storybook")]
+    if view.skipped:
+        lines += ["", *(f"skipped   {s['story_id']}: {s['reason']}" for s in view.skipped)]
     return "\n".join(lines)
 
 
@@ -176,11 +218,14 @@ def _report_line(view: BuildView, artifacts: Path) -> str:
     return "not written: see the log for why" if view.ended else "-"
 
 
-def _table(rows: tuple[SnapshotView, ...]) -> list[str]:
+def _table(rows: tuple[SnapshotView, ...], *, stories: bool) -> list[str]:
+    """The snapshots, a line each; a Storybook build's with each story's title and name first."""
     header = ("NAME", "STATUS", "DIFF PIXELS", "DIFF %", "BASELINE", "FROM BUILD", "DIFF / ERROR")
     cells = [header, *(_cells(snapshot) for snapshot in rows)]
-    widths = [max(len(row[column]) for row in cells) for column in range(len(header) - 1)]
-    right = {2, 3, 4, 5}
+    if stories:
+        cells = [("STORY", *header), *((s.label, *c) for s, c in zip(rows, cells[1:], strict=True))]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]) - 1)]
+    right = {2, 3, 4, 5} if not stories else {3, 4, 5, 6}
     return [
         "  ".join(
             [
@@ -201,5 +246,6 @@ def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
         "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
         "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),
         "-" if snapshot.baseline_build_id is None else str(snapshot.baseline_build_id),
-        snapshot.error or snapshot.diff_path or "",
+        (snapshot.error or snapshot.diff_path or "")
+        + ("  (never settled: the last of its shots is kept)" if snapshot.settled is False else ""),
     )

@@ -15,9 +15,11 @@ from sqlalchemy import Connection, func, select
 
 from supervisor.commands.options import open_database
 from supervisor.db.connection import transaction
-from supervisor.db.tables import builds, jobs, projects
+from supervisor.db.tables import SNAPSHOT_STATES, builds, jobs, projects, snapshots
 
 RECENT_BUILDS = 10
+#: Failed snapshots shown per recent build: enough to see what went wrong; `build ID` has all.
+FAILED_SHOWN = 5
 RUNNING_FIELDS = (
     "job_id",
     "kind",
@@ -55,7 +57,7 @@ def read_status(conn: Connection) -> dict[str, Any]:
             .order_by(jobs.c.id)
         )
     ]
-    recent = [
+    recent: list[dict[str, Any]] = [
         {key: _iso(value) for key, value in row._mapping.items()}
         for row in conn.execute(
             select(
@@ -63,6 +65,8 @@ def read_status(conn: Connection) -> dict[str, Any]:
                 projects.c.name.label("project"),
                 builds.c.branch,
                 builds.c.status,
+                builds.c.source,
+                *(builds.c[count] for count in SNAPSHOT_STATES),
                 builds.c.created_at,
                 builds.c.finished_at,
             )
@@ -71,7 +75,20 @@ def read_status(conn: Connection) -> dict[str, Any]:
             .limit(RECENT_BUILDS)
         )
     ]
+    for build in recent:
+        build["failed_snapshots"] = _failed_snapshots(conn, build["id"])
     return {"queue": depth, "running": running, "builds": recent}
+
+
+def _failed_snapshots(conn: Connection, build_id: int) -> list[dict[str, Any]]:
+    """The first failed snapshots of a build: name, story title and name, and the reason."""
+    rows = conn.execute(
+        select(snapshots.c.name, snapshots.c.title, snapshots.c.story, snapshots.c.error)
+        .where(snapshots.c.build_id == build_id, snapshots.c.status == "failed")
+        .order_by(snapshots.c.name)
+        .limit(FAILED_SHOWN)
+    )
+    return [dict(row._mapping) for row in rows]
 
 
 def format_status(status: dict[str, Any]) -> str:
@@ -89,7 +106,14 @@ def format_status(status: dict[str, Any]) -> str:
         )
     lines.append("recent builds:")
     for build in status["builds"]:
-        lines.append(f"  {build['id']} {build['project']}/{build['branch']}: {build['status']}")
+        counts = ", ".join(f"{build[state]} {state}" for state in SNAPSHOT_STATES if build[state])
+        lines.append(
+            f"  {build['id']} {build['project']}/{build['branch']}: {build['status']}"
+            f" ({build['source']}{': ' + counts if counts else ''})"
+        )
+        for failed in build["failed_snapshots"]:
+            story = f"{failed['title']}: {failed['story']} " if failed["title"] else ""
+            lines.append(f"      failed {story}[{failed['name']}]: {failed['error']}")
     return "\n".join(lines)
 
 
