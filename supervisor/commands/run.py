@@ -33,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("--poll-seconds", number, None, "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)"),
     ):  # fmt: skip
         option(parser, flag, convert, default, help_text)
+    option(
+        parser,
+        "--chromium",
+        str,
+        None,
+        "the browser for Storybook builds (default /usr/bin/chromium, Debian's package)",
+    )
     parser.add_argument("--drain", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--migrate", action="store_true", help="migrate the schema before starting")
 
@@ -65,6 +72,7 @@ def settings_from(args: argparse.Namespace) -> HostSettings:
         backoff_base_seconds=args.backoff_base_seconds,
         backoff_max_seconds=defaults.backoff_max_seconds,
         exit_when_idle=args.drain,
+        chromium=args.chromium,
         cadence=Cadence(
             idle_seconds=args.poll_seconds,
             active_seconds=min(args.poll_seconds, defaults.cadence.active_seconds),

@@ -48,7 +48,7 @@ from supervisor.builds.kinds import Kind
 from supervisor.builds.registry import registered_kinds
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, is_postgres, transaction
-from supervisor.host import scratch
+from supervisor.host import chromium, scratch
 from supervisor.host.claim_ahead import ClaimAhead
 from supervisor.host.deaths import DELIBERATE_KILLS, OomCounter, death_cause
 from supervisor.host.drain import Drain
@@ -171,6 +171,7 @@ class Host:
         # First: a SIGTERM while the fork server starts must drain the host, not kill it.
         self.signals.queue_stops()
         scratch.sweep(self.settings.artifacts, self.log)
+        chromium.export(self.settings.chromium, self.log)
         self.pool = Pool(
             None, self.sizing.threads_per_child, self.settings.max_jobs_per_child, self.rand
         )
@@ -380,14 +381,14 @@ class Host:
             return
         self.timers.memory_check_at = now + MEMORY_CHECK_SECONDS
         for child in list(self.pool.children.values()):
-            rss = self.pool.rss_bytes(child)
-            if rss > self.settings.hard_rss_bytes:
+            memory = self.pool.memory_bytes(child)
+            if memory > self.settings.hard_rss_bytes:
                 self.pool.kill(child, "memory limit")
-            elif rss > self.settings.soft_rss_bytes and not child.stopping:
+            elif memory > self.settings.soft_rss_bytes and not child.stopping:
                 self.log.info(
                     "child over the soft memory limit; recycling after its job",
                     child_pid=child.pid,
-                    rss=rss,
+                    pss=memory,
                 )
                 child.stopping = True
                 self.give_back(child)

@@ -215,14 +215,20 @@ class Pool:
         child.closed = True
         child.sock.close()
 
-    def rss_bytes(self, child: Child) -> int:
-        """Resident memory of the child and everything it started."""
+    def memory_bytes(self, child: Child) -> int:
+        """Memory the child and everything it started hold: the sum of their proportional set
+        sizes (PSS), which the memory limits are measured against.
+
+        A child's browser is a dozen processes sharing most of their pages; the sum of their
+        resident sizes counts each shared page a dozen times, PSS counts it once, split among
+        its sharers, so the total is what the host would get back by killing the child.
+        """
         try:
             process = psutil.Process(child.pid)
-            total = int(process.memory_info().rss)
+            total = int(process.memory_full_info().pss)
             for descendant in process.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    total += int(descendant.memory_info().rss)
+                    total += int(descendant.memory_full_info().pss)
             return total
         except psutil.Error:
             return 0

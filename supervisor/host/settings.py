@@ -9,6 +9,7 @@ them before it starts anything.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +65,10 @@ class HostSettings:
     soft_rss_bytes: int = 1536 * 2**20
     #: Resident memory above which a child is killed at once (a crash, reason "memory limit").
     hard_rss_bytes: int = 3072 * 2**20
+    #: The browser children drive for Storybook builds (`--chromium`); None: Debian's
+    #: `/usr/bin/chromium` (`ipc.storybook.DEFAULT_CHROMIUM`). The host starts no browser: its
+    #: children get the path in their environment.
+    chromium: str | None = None
     #: Memory budget per child used to size concurrency.
     child_memory_bytes: int = 700 * 2**20
     #: Children that die faster than this without completing a job make spawning back off.
@@ -104,6 +109,8 @@ class HostSettings:
             )
             if value is not None and value < 1
         ]
+        if self.chromium is not None and not _executable(self.chromium):
+            found.append(f"--chromium {self.chromium}: no executable there")
         if self.drain_seconds < 0:
             found.append(f"--drain-seconds must be 0 or more, not {self.drain_seconds:g}")
         longest_stall = self.lease_seconds * STALL_SHARE_OF_LEASE
@@ -114,3 +121,8 @@ class HostSettings:
                 "(two thirds of the lease)"
             )
         return found
+
+
+def _executable(path: str) -> bool:
+    """Whether `path` names a program (a path, or a name looked up on PATH) that can be run."""
+    return shutil.which(path) is not None
