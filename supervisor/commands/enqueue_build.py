@@ -25,7 +25,7 @@ from supervisor.builds.uploads import (
     enqueue_build,
     store_images,
 )
-from supervisor.commands.options import open_database, whole
+from supervisor.commands.options import open_database
 from supervisor.db.connection import transaction
 
 
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--shards",
-        type=whole(1),
+        type=int,
         help="capture jobs to split the build into (default: 1 for images; for a Storybook, "
         "one per 20 snapshots)",
     )
@@ -56,7 +56,7 @@ def execute(args: argparse.Namespace) -> int:
     """Upload a build and queue its work; prints the build id."""
     engine = open_database(args.database_url)
     try:
-        check_request(args.project, args.branch, args.shards or 1)
+        check_request(args.project, args.branch, 1 if args.shards is None else args.shards)
         queued = _storybook(engine, args) if args.storybook else _images(engine, args)
     except (UploadError, ProjectError) as error:
         print(f"supervisor enqueue-build: {error}", file=sys.stderr)

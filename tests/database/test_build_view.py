@@ -25,6 +25,8 @@ BUILD_KEYS = {
     "report_path",
     "error",
     "snapshots",
+    "source",
+    "skipped",
 }
 SNAPSHOT_KEYS = {
     "name",
@@ -35,6 +37,13 @@ SNAPSHOT_KEYS = {
     "baseline_id",
     "baseline_build_id",
     "error",
+    "story_id",
+    "title",
+    "story",
+    "mode",
+    "settled",
+    "image_path",
+    "image_sha256",
 }
 
 

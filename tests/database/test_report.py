@@ -55,6 +55,7 @@ def snapshot(name: str, status: str, **facts: object) -> SnapshotView:
         "name": name,
         "status": status,
         "image_path": "images/ab/new.png",
+        "image_sha256": "ab" * 32,
         "width": 800,
         "height": 600,
         "baseline_id": None,

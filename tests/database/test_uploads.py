@@ -203,6 +203,7 @@ def test_the_command_prints_ids_and_count_as_json(
     printed = json.loads(capsys.readouterr().out)
     assert printed == {
         "build_id": 1,
+        "source": "images",
         "shards": 2,
         "shard_ids": [1, 2],
         "job_ids": [1, 2],
