@@ -13,7 +13,8 @@ every size of the story, in this order:
 4. storycap's `screenshot.viewports` (a list of viewport names, or `{name: viewport}`), then
    its `screenshot.viewport` (one name or `{width, height}`).
 5. The viewport addon's default: Storybook 9 and later `globals.viewport = {value, isRotated}`
-   (the story's own globals, then the preview's initial globals) with the names of
+   (the story's `storyGlobals`, then its `globals`, then the preview's initial globals; a custom
+   "375-667" value is read too, "responsive" is no default) with the names of
    `parameters.viewport.options`; Storybook 7 and 8 `parameters.viewport.defaultViewport` (and
    `defaultOrientation`) with the names of `parameters.viewport.viewports`. Names are looked up
    in the story's own table, else in Storybook's built-in one (`MINIMAL_VIEWPORTS`).
