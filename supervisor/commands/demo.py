@@ -1,37 +1,68 @@
 """`python -m supervisor demo`: the whole product on the embedded SQLite default, in one command.
 
-It draws screenshot-like images (no image library needed in this process), uploads a baseline
-build on `main`, runs a capture host until it ends, uploads a branch build with a few real
-changes, runs the host again, and prints both results and the path of the HTML report.
+It captures the small Storybook that ships with the package (`demo_storybook/`, two static
+builds made by `scripts/build_demo_storybook.sh`, so the demo needs no npm): a baseline build
+on `main`, a real capture host run until it ends, then a branch build with real changes (a
+colour token, a text edit, a new story, a removed one), the host again, and the results and
+the HTML report's path. Without Chromium it says in one line how to get it and runs the same
+demo on drawn screenshots instead (`demo_images`), which need no browser.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from supervisor.builds.uploads import enqueue_build, store_images
+from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
+from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
 from supervisor.builds.view import format_build, load_build
 from supervisor.commands.demo_images import write_demo_images
 from supervisor.commands.options import open_database
 from supervisor.db.connection import connect, transaction
 
 PROJECT = "demo"
+STORYBOOKS = Path(__file__).with_name("demo_storybook")
+#: The two builds, in order: (what it is, branch).
+STEPS = (("main", "main"), ("branch", "feature/new-buttons"))
+
+#: Uploads one variant's build: (the build, a line saying what was uploaded).
+Upload = Callable[[argparse.Namespace, str, str], tuple[QueuedBuild, str]]
 
 
-def upload(args: argparse.Namespace, folder: Path, branch: str) -> int:
+def upload_storybook(
+    args: argparse.Namespace, variant: str, branch: str
+) -> tuple[QueuedBuild, str]:
+    storybook = store_storybook(args.artifacts, STORYBOOKS / variant)
     engine = connect(args.database_url)
     try:
-        images = store_images(args.artifacts, folder)
         with transaction(engine) as conn:
-            return enqueue_build(
-                conn, project=PROJECT, branch=branch, images=images, shards=2
-            ).build_id
+            queued = enqueue_storybook(conn, project=PROJECT, branch=branch, storybook=storybook)
     finally:
         engine.dispose()
+    return queued, f"a Storybook of {storybook.stories} stories"
+
+
+def upload_screenshots(
+    args: argparse.Namespace, variant: str, branch: str
+) -> tuple[QueuedBuild, str]:
+    with tempfile.TemporaryDirectory(prefix="storyshelf-demo-") as scratch:
+        folder = Path(scratch)
+        stories = write_demo_images(folder, "baseline" if variant == "main" else "branch")
+        images = store_images(args.artifacts, folder)
+    engine = connect(args.database_url)
+    try:
+        with transaction(engine) as conn:
+            queued = enqueue_build(conn, project=PROJECT, branch=branch, images=images, shards=2)
+    finally:
+        engine.dispose()
+    return queued, f"{len(stories)} screenshots"
 
 
 def run_host(args: argparse.Namespace) -> None:
@@ -56,20 +87,29 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
     return view.report_path
 
 
+def chosen_upload() -> Upload:
+    """The Storybook when there is a browser to render it, else the drawn screenshots."""
+    chromium = os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
+    if shutil.which(chromium) is not None:
+        return upload_storybook
+    print(
+        f"Chromium not found at {chromium}: install it (apt-get install chromium) to capture "
+        "the demo Storybook; showing the demo on screenshots instead"
+    )
+    return upload_screenshots
+
+
 def execute(args: argparse.Namespace) -> int:
     open_database(args.database_url, migrate=True).dispose()
-    with tempfile.TemporaryDirectory(prefix="storyshelf-demo-") as scratch:
-        for step, (variant, branch) in enumerate(
-            (("baseline", "main"), ("branch", "feature/new-buttons")), 1
-        ):
-            folder = Path(scratch) / variant
-            stories = write_demo_images(folder, variant)  # type: ignore[arg-type]
-            build_id = upload(args, folder, branch)
-            print(
-                f"[{step}/2] build {build_id}: {len(stories)} screenshots on {branch}; running the host"
-            )
-            run_host(args)
-            report = show(args, build_id)
+    upload = chosen_upload()
+    report = None
+    for step, (variant, branch) in enumerate(STEPS, 1):
+        queued, what = upload(args, variant, branch)
+        print(
+            f"[{step}/{len(STEPS)}] build {queued.build_id}: {what} on {branch}; running the host"
+        )
+        run_host(args)
+        report = show(args, queued.build_id)
     if report:
         print(f"open the report: {(args.artifacts / report).resolve()}")
     return 0
