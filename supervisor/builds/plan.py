@@ -89,7 +89,10 @@ def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceO
         log.warning("plan failed", job_id=job.id, build_id=build_id, error=error)
         return outcome
     if not shots:
-        return reduce_build(conn, build_id)
+        # A gate that passes with nothing captured would hide a Storybook that lost its stories
+        # or a parameter that opts out too much; Chromatic refuses such a build too.
+        reason = f"nothing to capture: no story left after the opt-outs ({len(skipped)} skipped)"
+        return reduce_build(conn, build_id, failure=reason)
     found = baselines.find_frozen(conn, build_id, [shot["name"] for shot in shots])
     runs = split_evenly(shots, job.data["shards"] or math.ceil(len(shots) / SNAPSHOTS_PER_SHARD))
     for index, run in enumerate(runs):
