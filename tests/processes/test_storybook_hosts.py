@@ -1,0 +1,195 @@
+"""Storybook builds through real hosts: `enqueue-build --storybook`, a `plan` job and capture
+jobs in forked children, each with its own Chromium; on PostgreSQL and SQLite.
+
+The fixture Storybook (`tests/fixtures/storybook/`) has a story for every promise: opt-outs, two
+sizes, a story that throws and one that hangs its page, a frozen clock, motion, a web font, an
+image from the internet. A second build of the same Storybook, captured by another host (other
+children, other browsers), must give byte-identical images, so every story settles by hash.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from sqlalchemy import Engine, select
+
+from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.db.connection import transaction
+from supervisor.db.tables import builds, jobs, snapshots
+from tests.hosts import HostProcess, StartHost, hosts, wait_for
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
+#: The hang story takes its 15 s cap: the stall must leave it room (the child reports progress
+#: after every story, not inside one).
+STORY_HOST = (
+    "--concurrency", "2", "--lease-seconds", "45", "--stall-seconds", "30",
+    "--backoff-base-seconds", "0.1", "--poll-seconds", "0.3", "--drain-seconds", "10",
+)  # fmt: skip
+#: The fixture's snapshots: 20 stories, two opted out, two with two sizes each.
+EXPECTED = {
+    "example-broken--throws-in-render": "failed",
+    "example-button--primary": "new",
+    "example-button--secondary": "new",
+    "example-card--with-text": "new",
+    "example-delay--chromatic-delay": "new",
+    "example-diff--chromatic-diff-threshold": "new",
+    "example-diff--lost-pixel-threshold": "new",
+    "example-font--web-font": "new",
+    "example-hang--main-thread-hang": "failed",
+    "example-images--external-image": "new",
+    "example-images--local-image": "new",
+    "example-interactive--play-reveals": "new",
+    "example-motion--animation-at-start": "new",
+    "example-motion--fade-in": "new",
+    "example-motion--spinner": "new",
+    "example-nondeterministic--date-and-random": "new",
+    "example-viewports--chromatic-widths [1200]": "new",
+    "example-viewports--chromatic-widths [320]": "new",
+    "example-viewports--lost-pixel-breakpoints [1024]": "new",
+    "example-viewports--lost-pixel-breakpoints [375]": "new",
+}
+
+
+@pytest.fixture(autouse=True)
+def chromium_is_required(require_chromium: None) -> None:
+    """Every test here renders in Chromium (missing: a failure under CI=true, else a skip)."""
+
+
+@pytest.fixture
+def artifacts(tmp_path: Path) -> Path:
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def start_host(database_url: str, artifacts: Path) -> Iterator[StartHost]:
+    yield from hosts(database_url, artifacts)
+
+
+def queue_storybook(engine: Engine, artifacts: Path, folder: Path, branch: str) -> int:
+    stored = store_storybook(artifacts, folder)
+    with transaction(engine) as conn:
+        return enqueue_storybook(conn, project="web", branch=branch, storybook=stored).build_id
+
+
+def results(engine: Engine, build_id: int) -> dict[str, dict[str, Any]]:
+    with engine.connect() as conn:
+        rows = conn.execute(select(snapshots).where(snapshots.c.build_id == build_id))
+        return {row.name: dict(row._mapping) for row in rows}
+
+
+def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
+
+
+def chromium_started_since(moment: float) -> list[psutil.Process]:
+    """Chromium processes created after `moment` (epoch seconds) that are still alive."""
+    found = []
+    for process in psutil.process_iter(["name", "create_time", "status"]):
+        info = process.info
+        if (
+            (info["name"] or "").startswith("chrom")
+            and info["create_time"] >= moment - 0.5
+            and info["status"] != psutil.STATUS_ZOMBIE
+        ):
+            found.append(process)
+    return found
+
+
+def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
+    engine: Engine, artifacts: Path, start_host: StartHost
+) -> None:
+    main = queue_storybook(engine, artifacts, FIXTURE, "main")
+    assert start_host(*STORY_HOST, "--drain").wait(180) == 0
+    first = results(engine, main)
+    assert {name: row["status"] for name, row in first.items()} == EXPECTED
+    build = build_row(engine, main)
+    assert (build["status"], build["failed"], build["new"]) == ("failed", 2, 18)
+    skipped = {item["story_id"]: item["reason"] for item in build["plan"]["skipped"]}
+    assert set(skipped) == {
+        "example-optout--chromatic-disabled",
+        "example-optout--snapshot-tag-removed",
+    }
+    hang = first["example-hang--main-thread-hang"]
+    assert hang["error"] == "did not finish rendering in 15 s"
+    assert hang["image_path"] is None and hang["image_sha256"] is None
+    thrown = first["example-broken--throws-in-render"]["error"]
+    assert thrown and "Traceback" not in thrown
+    widths = first["example-viewports--chromatic-widths [320]"]
+    assert (widths["story_id"], widths["mode"]) == ("example-viewports--chromatic-widths", "320")
+    assert widths["title"] and widths["story"]
+    assert first["example-diff--chromatic-diff-threshold"]["threshold"] == 0.3
+    for row in first.values():
+        if row["status"] != "failed":
+            stored = artifacts / row["image_path"]
+            assert stored.is_file() and row["settled"] is True, row["name"]
+
+    feature = queue_storybook(engine, artifacts, FIXTURE, "feature")
+    assert start_host(*STORY_HOST, "--drain").wait(180) == 0
+    second = results(engine, feature)
+    for name, row in second.items():
+        if EXPECTED[name] == "failed":
+            assert row["status"] == "failed", name
+            continue
+        assert row["status"] == "unchanged", (name, row["diff_pixels"])
+        assert row["image_sha256"] == first[name]["image_sha256"], name
+    assert build_row(engine, feature)["status"] == "failed"  # the two failing stories again
+
+
+def test_a_killed_child_and_a_killed_host_leave_no_chromium_behind(
+    engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
+) -> None:
+    began = time.time()
+    queue_storybook(engine, artifacts, FIXTURE, "main")
+    host = start_host(*STORY_HOST)
+    child = wait_for(lambda: _child_rendering(engine, host), timeout=60)
+    browsers = wait_for(lambda: _browser_of(child), timeout=30)
+    psutil.Process(child).send_signal(signal.SIGKILL)
+    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in browsers), timeout=10)
+    wait_for(lambda: _child_rendering(engine, host, other_than=child), timeout=60)
+    host.signal(signal.SIGKILL)
+    host.wait(10)
+    wait_for(lambda: not chromium_started_since(began), timeout=15)
+
+
+def _child_rendering(engine: Engine, host: HostProcess, other_than: int | None = None) -> int | None:
+    """The pid of a child of `host` running a capture job (not `other_than`)."""
+    with engine.connect() as conn:
+        pids = conn.execute(
+            select(jobs.c.child_pid).where(jobs.c.kind == "capture", jobs.c.status == "running")
+        ).scalars()
+        return next((pid for pid in pids if pid and pid != other_than), None)
+
+
+def _browser_of(child: int) -> list[psutil.Process] | None:
+    try:
+        found = [
+            p for p in psutil.Process(child).children(recursive=True) if p.name().startswith("chrom")
+        ]
+    except psutil.Error:
+        return None
+    return found or None
+
+
+def test_a_storybook_whose_preview_cannot_load_fails_the_build_with_the_browser_message(
+    engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
+) -> None:
+    broken = shutil.copytree(FIXTURE, tmp_path / "broken")
+    (broken / "iframe.html").write_text(
+        "<!doctype html><html><body><div id='storybook-root'></div>"
+        "<script>throw new Error('the preview bundle is missing')</script></body></html>"
+    )
+    build_id = queue_storybook(engine, artifacts, broken, "main")
+    assert start_host(*STORY_HOST, "--drain").wait(120) == 0
+    build = build_row(engine, build_id)
+    assert build["status"] == "failed"
+    assert build["error"].startswith("the Storybook cannot be planned: ")
+    assert "the preview bundle is missing" in build["error"]
+    assert results(engine, build_id) == {}
