@@ -54,6 +54,7 @@ from sqlalchemy import Connection, Engine, func, select, text
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.report import REPORTS_FOLDER, report_path
+from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import enqueue_build, store_images
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
@@ -87,19 +88,45 @@ PALETTE = ((37, 99, 235), (22, 163, 74), (220, 38, 38), (147, 51, 234), (234, 88
 
 @dataclass(frozen=True)
 class PlannedBuild:
-    """One upload of the workload: a folder of PNGs and the names whose image is damaged."""
+    """One upload of the workload: a folder of PNGs (and the names whose image is damaged), or
+    a Storybook static build that the hosts render."""
 
     branch: str
     commit: str
     folder: Path
     damaged: frozenset[str]
+    source: Literal["images", "storybook"] = "images"
 
 
 @dataclass(frozen=True)
 class Workload:
-    baseline: PlannedBuild
+    baselines: tuple[PlannedBuild, ...]
     builds: tuple[PlannedBuild, ...]
     shards: int
+
+
+#: The test suite's Storybook fixture, which every round also captures.
+STORYBOOK_FIXTURE = ROOT / "tests" / "fixtures" / "storybook" / "storybook-static"
+#: Left out of the soak's Storybook: it takes its 15 s render cap, longer than the soak's stall
+#: timeout; the test suite covers it.
+SLOW_STORY = "example-hang--main-thread-hang"
+#: The fixture's primary colour token, and the one-step darker value the soak's branch sets.
+TOKEN, TOKEN_CHANGED = "--color-primary: #1d4ed8", "--color-primary: #1e40af"
+#: One Storybook build per this many screenshot builds (at least one per round).
+IMAGE_BUILDS_PER_STORYBOOK = 4
+
+
+def write_storybook(folder: Path, *, token_changed: bool) -> Path:
+    """The fixture without its slow story, its colour token changed on request (a branch that
+    changes a design token: every story using it changes, the others must stay unchanged)."""
+    shutil.copytree(STORYBOOK_FIXTURE, folder)
+    index = json.loads((folder / "index.json").read_text())
+    del index["entries"][SLOW_STORY]
+    (folder / "index.json").write_text(json.dumps(index))
+    if token_changed:
+        for css in (folder / "assets").glob("*.css"):
+            css.write_text(css.read_text().replace(TOKEN, TOKEN_CHANGED))
+    return folder
 
 
 def story_name(index: int) -> str:
@@ -138,6 +165,13 @@ def make_workload(folder: Path, *, builds: int, snapshots: int, shards: int, see
     baseline = _write_upload(
         folder / "main", "main", "main", {story_name(i): image(i, None) for i in range(snapshots)}
     )
+    storybook = PlannedBuild(
+        "main",
+        "storybook-main",
+        write_storybook(folder / "storybook-main", token_changed=False),
+        frozenset(),
+        "storybook",
+    )
     planned = []
     variants, weights = zip(*VARIANT_WEIGHTS.items(), strict=True)
     for number in range(builds):
@@ -164,7 +198,14 @@ def make_workload(folder: Path, *, builds: int, snapshots: int, shards: int, see
         planned.append(
             _write_upload(folder / commit, f"feature-{number:03d}", commit, files, damaged)
         )
-    return Workload(baseline, tuple(planned), shards)
+    for number in range(max(1, builds // IMAGE_BUILDS_PER_STORYBOOK)):
+        commit = f"storybook-{number:03d}"
+        changed = number % 2 == 1
+        built = write_storybook(folder / commit, token_changed=changed)
+        planned.append(
+            PlannedBuild(f"stories-{number:03d}", commit, built, frozenset(), "storybook")
+        )
+    return Workload((baseline, storybook), tuple(planned), shards)
 
 
 def _write_upload(
@@ -354,6 +395,8 @@ def run_to_end(url: str, artifacts: Path, logs: Path, options: list[str]) -> Non
 
 
 def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
+    if build.source == "storybook":
+        return upload_storybook(engine, artifacts, build, shards)
     images = store_images(artifacts, build.folder)
 
     def enqueue(conn: Connection) -> int:
@@ -370,15 +413,44 @@ def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) ->
     return retrying(engine, enqueue)
 
 
+def upload_storybook(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
+    stored = store_storybook(artifacts, build.folder)
+
+    def enqueue(conn: Connection) -> int:
+        queued = enqueue_storybook(
+            conn,
+            project=PROJECT,
+            branch=build.branch,
+            storybook=stored,
+            shards=shards,
+            commit=build.commit,
+        )
+        return queued.build_id
+
+    return retrying(engine, enqueue)
+
+
+#: How the baselines' calm capture must end: the screenshots pass; the Storybook has one story
+#: that throws in render, so it fails with that story alone failed.
+BASELINE_OUTCOMES = {"main": ("passed", 0), "storybook-main": ("failed", 1)}
+
+
 def prepare(url: str, artifacts: Path, logs: Path, workload: Workload, options: list[str]) -> None:
-    """Capture the `main` build calmly (it becomes the baselines), then queue the others."""
+    """Capture the `main` builds calmly (they become the baselines), then queue the others."""
     engine = connect(url)
     try:
-        upload(engine, artifacts, workload.baseline, workload.shards)
+        for baseline in workload.baselines:
+            upload(engine, artifacts, baseline, workload.shards)
         run_to_end(url, artifacts, logs, options)
-        status = retrying(engine, lambda conn: conn.execute(select(builds.c.status)).scalar_one())
-        if status != "passed":
-            raise RuntimeError(f"the baseline build ended {status}, not passed")
+        ended = retrying(
+            engine,
+            lambda conn: {
+                row.commit: (row.status, row.failed)
+                for row in conn.execute(select(builds.c.commit, builds.c.status, builds.c.failed))
+            },
+        )
+        if ended != BASELINE_OUTCOMES:
+            raise RuntimeError(f"the baseline builds ended {ended}, not {BASELINE_OUTCOMES}")
         for build in workload.builds:
             upload(engine, artifacts, build, workload.shards)
     finally:
@@ -428,6 +500,7 @@ FaultType = Literal[
     "child SIGSTOP",
     "fork server SIGKILL",
     "fork server SIGSEGV",
+    "browser SIGKILL",
     "forks refused",
     "reports unwritable",
     "host SIGKILL",
@@ -441,6 +514,7 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
     "child SIGSTOP": 1,
     "fork server SIGKILL": 1,
     "fork server SIGSEGV": 1,
+    "browser SIGKILL": 2,
     "forks refused": 1,
     "reports unwritable": 1,
     "host SIGKILL": 1,
@@ -800,6 +874,8 @@ class Round:
             return self.signal_child(signal.Signals[fault.removeprefix("child ")])
         if fault.startswith("fork server "):
             return self.signal_fork_server(signal.Signals[fault.removeprefix("fork server ")])
+        if fault == "browser SIGKILL":
+            return self.kill_browser()
         if fault == "forks refused":
             return self.refuse_forks(hold)
         if fault == "reports unwritable":
@@ -848,6 +924,31 @@ class Round:
                 os.kill(pid, sig)
                 os.kill(pid, signal.SIGCONT)
         return f"child {pid}", job_ids
+
+    def kill_browser(self) -> Hit | None:
+        """SIGKILL the Chromium of a child capturing a Storybook: the child must launch another
+        and go on; only the story it was rendering may fail."""
+
+        def read(conn: Connection) -> list[tuple[int, int]]:
+            rows = conn.execute(
+                select(jobs.c.id, jobs.c.child_pid, jobs.c.data).where(
+                    jobs.c.status == "running",
+                    jobs.c.kind == "capture",
+                    jobs.c.child_pid.is_not(None),
+                )
+            )
+            return sorted((row.child_pid, row.id) for row in rows if "storybook" in row.data)
+
+        busy = retrying(self.engine, read)
+        if not busy:
+            return None
+        child, job_id = self.targets.choice(busy)
+        with contextlib.suppress(psutil.Error):
+            for process in psutil.Process(child).children():
+                if process.name().startswith("chrom"):
+                    process.kill()
+                    return f"browser {process.pid} of child {child}", (job_id,)
+        return None
 
     def pick_host(self) -> HostRun | None:
         live = self.live_hosts()
@@ -1060,6 +1161,8 @@ class Evidence:
     events: list[dict[str, Any]]
     #: Ended builds that `python -m supervisor build ID` left without a report file, and why.
     reports_missing: list[str]
+    #: Each build's commit, by its id.
+    commits: dict[int, str] = field(default_factory=dict)
 
 
 FINISHED_BUILD_STATES = ("passed", "changed", "failed", "cancelled")
@@ -1118,6 +1221,9 @@ def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
             snapshot_names=dict(names),
             events=[event for host in soak_round.hosts for event in host.events()],
             reports_missing=[],
+            commits={
+                row.id: row.commit for row in conn.execute(select(builds.c.id, builds.c.commit))
+            },
         )
 
     evidence = retrying(soak_round.engine, read)
@@ -1190,6 +1296,8 @@ def results_recorded_once(evidence: Evidence) -> list[str]:
     """A completed shard has exactly its job's snapshots; any other shard has none."""
     broken = [f"build {b}: snapshot {n!r} recorded twice" for b, n in evidence.duplicate_snapshots]
     for job in evidence.jobs:
+        if job["shard_id"] is None:
+            continue  # a Storybook's plan: its shards' jobs are checked like any other
         shard = evidence.shards[job["shard_id"]]
         expected = sorted(shot["name"] for shot in job["data"]["snapshots"])
         recorded = sorted(evidence.snapshot_names.get(job["shard_id"], []))
@@ -1207,18 +1315,29 @@ def results_recorded_once(evidence: Evidence) -> list[str]:
 
 
 def results_equal_calm_run(evidence: Evidence) -> list[str]:
-    """Every recorded snapshot of a build not cancelled is what the calm run found; a build
-    whose shards all completed has the calm run's verdict and counts."""
+    """Every recorded snapshot of a build not cancelled is what the calm run found (byte for
+    byte, for a Storybook's: its captures settle by hash); a build whose shards all completed has
+    the calm run's verdict and counts. The one exception: a browser killed under a child fails
+    the story it was rendering, so a build may have as many extra failed stories as its
+    browsers were killed."""
+    kills = _browser_kills_by_build(evidence)
     broken = []
     for commit, result in evidence.results.items():
         if commit in evidence.round.cancelled:
             continue
         calm = evidence.calm[commit]
+        excused = kills[commit]
         for name, (status, pixels, index) in sorted(result.snapshots.items()):
-            if (status, pixels, index) != calm.snapshots.get(name):
-                broken.append(
-                    f"build {commit} {name}: {status}/{pixels} (calm: {calm.snapshots.get(name)})"
-                )
+            if (status, pixels, index) == calm.snapshots.get(name):
+                continue
+            if status == "failed" and excused > 0:
+                excused -= 1
+                continue
+            broken.append(
+                f"build {commit} {name}: {status}/{pixels} (calm: {calm.snapshots.get(name)})"
+            )
+        if kills[commit]:
+            continue  # its verdict may differ by the stories the kills failed
         if set(result.shards.values()) == {"completed"} and (result.status, result.counts) != (
             calm.status,
             calm.counts,
@@ -1227,6 +1346,17 @@ def results_equal_calm_run(evidence: Evidence) -> list[str]:
                 f"build {commit}: {result.status} {result.counts} (calm: {calm.status} {calm.counts})"
             )
     return broken
+
+
+def _browser_kills_by_build(evidence: Evidence) -> Counter[str]:
+    """How many times a browser was killed under each build's jobs, by the build's commit."""
+    build_of_job = {job["id"]: job["build_id"] for job in evidence.jobs}
+    kills: Counter[str] = Counter()
+    for fault in evidence.round.faults:
+        if fault.type == "browser SIGKILL":
+            for job_id in fault.job_ids:
+                kills[evidence.commits[build_of_job[job_id]]] += 1
+    return kills
 
 
 def damaged_images_fail_only_their_snapshot(evidence: Evidence) -> list[str]:
