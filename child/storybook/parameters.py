@@ -1,0 +1,208 @@
+"""The plan of a Storybook build: which snapshots its stories ask for, read from the parameters
+of the tools teams move from (Chromatic, Lost Pixel, storycap) and Storybook's own.
+
+Pure: the child's browser side hands it the index and, per story, what the preview's `extract()`
+returned (`parameters`, `tags`, `globals` / `storyGlobals`, ...), and it returns the
+`PlanResult`. Docs entries are dropped and counted. Every story then either yields snapshots
+(its sizes: `child.storybook.sizes`) or is skipped with a reason; nothing is left out silently.
+
+**Opt-outs**, each a `SkippedStory` whose reason names what said so:
+`chromatic.disableSnapshot` (and its older `chromatic.disable`), `lostpixel.disable`, storycap's
+`screenshot.skip`, and "no snapshot tag". The tag rule: a story is skipped for lacking the
+`snapshot` tag only when some story of the index carries it, i.e. when the project uses the tag
+(the usual way is `tags: ['snapshot']` in preview.js, so `tags: ['!snapshot']` removes it from
+one story; Storybook resolves `!` at index time, so the tag is simply absent). A Storybook whose
+stories carry no `snapshot` tag at all has not opted into the tag, and all its stories are
+captured, as Chromatic captures every story unless a parameter says otherwise. The `test` tag
+(implicit on every story since Storybook 8.1) does not decide: `!test` takes a story out of the
+interaction tests (the test-runner's and Vitest addon's default filter), which says nothing
+about whether its picture matters.
+
+**Per snapshot settings**, the first tool that gives a usable value winning, Chromatic first:
+
+* wait: `chromatic.delay`, `lostpixel.waitBeforeScreenshot`, storycap's `screenshot.delay`
+  (ms, 0 or more), at most `MAX_DELAY_MS`;
+* diff threshold: `chromatic.diffThreshold`, `lostpixel.threshold` (0..1; Lost Pixel's pixel
+  counts, above 1, are not a threshold this host applies and are ignored); anti-aliasing:
+  `chromatic.diffIncludeAntiAliasing` -> `count_aa`; None for both leaves the project's;
+* `chromatic.pauseAnimationAtEnd`, True unless it is False;
+* crop: "viewport" for `chromatic.cropToViewport: true`, "page" for storycap's
+  `screenshot.fullPage: true`, else "root" (the bounding box of the story root's content, as
+  Chromatic crops). `layout: "fullscreen"` keeps "root": Chromatic crops such stories to their
+  root too, and a full-width page's root spans the viewport's width anyway.
+
+**Malformed values** (a string where a number belongs, a threshold of 3) never raise and never
+skip a story: that value is ignored and the setting keeps its default. A size that cannot be
+honoured (an unknown viewport name, a side out of range) skips the story with the problem as
+its reason (`sizes.SizeProblem`). A story in the index without a record from `extract()` is
+planned with every default: its capture then fails or succeeds on its own, visibly.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from child.storybook.sizes import SizeProblem, story_sizes
+from ipc.storybook import MAX_DELAY_MS, Crop, PlanResult, SkippedStory, StorySnapshot
+from ipc.storybook_index import IndexEntry
+
+#: The longest snapshot name: the story id (at most 180 characters) plus " [mode]".
+MAX_SNAPSHOT_NAME = 200
+#: The tag a project may use to choose the stories it snapshots.
+SNAPSHOT_TAG = "snapshot"
+
+
+def plan_snapshots(
+    entries: Sequence[IndexEntry],
+    stories: Mapping[str, Mapping[str, Any]],
+    initial_globals: Mapping[str, Any],
+) -> PlanResult:
+    """The snapshots and skipped stories of a build, each list sorted (by name, by story id).
+
+    `entries` is the build's index (`ipc.storybook_index`), `stories[story_id]` the preview's
+    record of that story, `initial_globals` the preview's initial globals.
+    """
+    story_entries = [entry for entry in entries if entry.type == "story"]
+    tags_in_use = any(SNAPSHOT_TAG in _tags(entry, stories) for entry in story_entries)
+    snapshots: list[StorySnapshot] = []
+    skipped: list[SkippedStory] = []
+    for entry in story_entries:
+        record = stories.get(entry.id)
+        record = record if isinstance(record, Mapping) else {}
+        reason = _opt_out(entry, record, stories, tags_in_use)
+        if reason is None:
+            try:
+                snapshots.extend(_snapshots(entry, record, initial_globals))
+                continue
+            except SizeProblem as problem:
+                reason = str(problem)
+        skipped.append(
+            SkippedStory(story_id=entry.id, title=entry.title, story=entry.name, reason=reason)
+        )
+    return PlanResult(
+        snapshots=sorted(snapshots, key=lambda snapshot: snapshot["name"]),
+        skipped=sorted(skipped, key=lambda story: story["story_id"]),
+        docs=len(entries) - len(story_entries),
+        error=None,
+    )
+
+
+def _opt_out(
+    entry: IndexEntry,
+    record: Mapping[str, Any],
+    stories: Mapping[str, Mapping[str, Any]],
+    tags_in_use: bool,
+) -> str | None:
+    """Why the story opts out of snapshots, or None when it does not."""
+    parameters = _mapping(record.get("parameters"))
+    chromatic = _mapping(parameters.get("chromatic"))
+    for reason, value in (
+        ("chromatic.disableSnapshot", chromatic.get("disableSnapshot")),
+        ("chromatic.disable", chromatic.get("disable")),
+        ("lostpixel.disable", _mapping(parameters.get("lostpixel")).get("disable")),
+        ("screenshot.skip", _mapping(parameters.get("screenshot")).get("skip")),
+    ):
+        if value is True:
+            return reason
+    if tags_in_use and SNAPSHOT_TAG not in _tags(entry, stories):
+        return "no snapshot tag"
+    return None
+
+
+def _snapshots(
+    entry: IndexEntry, record: Mapping[str, Any], initial_globals: Mapping[str, Any]
+) -> list[StorySnapshot]:
+    parameters = _mapping(record.get("parameters"))
+    chromatic = _mapping(parameters.get("chromatic"))
+    lostpixel = _mapping(parameters.get("lostpixel"))
+    storycap = _mapping(parameters.get("screenshot"))
+    globals_chain = [
+        _mapping(record.get("storyGlobals")),
+        _mapping(record.get("globals")),
+        _mapping(initial_globals),
+    ]
+    sizes = story_sizes(parameters, globals_chain)
+    delay = _first(
+        _delay(chromatic.get("delay")),
+        _delay(lostpixel.get("waitBeforeScreenshot")),
+        _delay(storycap.get("delay")),
+    )
+    threshold = _first(_ratio(chromatic.get("diffThreshold")), _ratio(lostpixel.get("threshold")))
+    count_aa = chromatic.get("diffIncludeAntiAliasing")
+    crop: Crop = "root"
+    if chromatic.get("cropToViewport") is True:
+        crop = "viewport"
+    elif storycap.get("fullPage") is True:
+        crop = "page"
+    snapshots: list[StorySnapshot] = []
+    for mode, viewport in sizes:
+        name = entry.id if mode is None else f"{entry.id} [{mode}]"
+        if mode is not None:
+            _check_mode(mode, name)
+        snapshots.append(
+            StorySnapshot(
+                name=name,
+                story_id=entry.id,
+                title=entry.title,
+                story=entry.name,
+                mode=mode,
+                viewport=viewport,
+                delay_ms=0 if delay is None else min(round(delay), MAX_DELAY_MS),
+                pause_animation_at_end=chromatic.get("pauseAnimationAtEnd") is not False,
+                crop=crop,
+                threshold=threshold,
+                count_aa=count_aa if isinstance(count_aa, bool) else None,
+            )
+        )
+    return snapshots
+
+
+def _check_mode(mode: str, name: str) -> None:
+    """A mode's name goes into the snapshot's name: it must fit and stay on one line."""
+    if not mode.strip() or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in mode):
+        raise SizeProblem(f"mode {mode!r}: a mode name must be printable text")
+    if len(name) > MAX_SNAPSHOT_NAME:
+        raise SizeProblem(
+            f"mode {mode[:40]!r}: the snapshot name would be {len(name)} characters, "
+            f"at most {MAX_SNAPSHOT_NAME}"
+        )
+
+
+def _tags(entry: IndexEntry, stories: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """The story's tags: the index's, else (a v3 index has none) the preview record's."""
+    if entry.tags:
+        return entry.tags
+    record = stories.get(entry.id)
+    tags = record.get("tags") if isinstance(record, Mapping) else None
+    if isinstance(tags, list):
+        return tuple(tag for tag in tags if isinstance(tag, str))
+    return ()
+
+
+def _delay(value: object) -> float | None:
+    """A wait in ms: a finite number, 0 or more."""
+    number = _number(value)
+    return number if number is not None and number >= 0 else None
+
+
+def _ratio(value: object) -> float | None:
+    """A threshold: a number in 0..1."""
+    number = _number(value)
+    return float(number) if number is not None and 0 <= number <= 1 else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _first(*values: float | None) -> float | None:
+    return next((value for value in values if value is not None), None)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}

@@ -1,0 +1,1 @@
+import{r as a,a as e}from"./components-ByZTszYU.js";const s={title:"Demo/Badge"},r={render:()=>a(e({label:"Draft"}),e({label:"Published",tone:"success"}),e({label:"Review",tone:"warning"}),e({label:"Archived",tone:"danger"}))},o=["Statuses"];export{r as Statuses,o as __namedExportsOrder,s as default};

@@ -1,0 +1,1 @@
+import{b as a}from"./components-ByZTszYU.js";const e={title:"Demo/Button",render:r=>a(r)},n={args:{variant:"primary",label:"Save changes"}},o={args:{variant:"secondary",label:"Cancel"}},s=["Primary","Secondary"];export{n as Primary,o as Secondary,s as __namedExportsOrder,e as default};

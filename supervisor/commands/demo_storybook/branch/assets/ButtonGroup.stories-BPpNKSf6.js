@@ -1,0 +1,1 @@
+import{r,b as t}from"./components-ByZTszYU.js";const a={title:"Demo/Button Group"},e={render:()=>r(t({label:"Publish",variant:"primary"}),t({label:"Preview",variant:"secondary"}),t({label:"Discard",variant:"ghost"}))},s=["Actions"];export{e as Actions,s as __namedExportsOrder,a as default};

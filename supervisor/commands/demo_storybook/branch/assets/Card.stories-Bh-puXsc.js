@@ -1,0 +1,1 @@
+import{d as r}from"./components-ByZTszYU.js";const t="Each story renders in headless Chromium, and any pixel that moved is flagged for review.",a={title:"Demo/Card",render:e=>r(e)},o={args:{eyebrow:"Guide",title:"Visual review, story by story",text:t}},d=["Article"];export{o as Article,d as __namedExportsOrder,a as default};

@@ -1,0 +1,1 @@
+import{e as a}from"./components-ByZTszYU.js";const r={title:"Demo/Form Field",render:e=>a(e)},o={args:{label:"Email address",type:"email",value:"ada@example.com",help:"We only use it to send build reports."}},t=["Email"];export{o as Email,t as __namedExportsOrder,r as default};

@@ -1,0 +1,1 @@
+import{c as t}from"./components-BOGzifKY.js";const r={title:"Demo/Alert",render:e=>t(e)},s={args:{tone:"info",title:"A new baseline is ready",text:"Approve the build on main to make these snapshots the baseline."}},n=["Info"];export{s as Info,n as __namedExportsOrder,r as default};

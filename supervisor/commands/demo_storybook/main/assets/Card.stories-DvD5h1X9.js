@@ -1,0 +1,1 @@
+import{d as r}from"./components-BOGzifKY.js";const t="Every story is rendered in a real browser and compared with the approved baseline.",o={title:"Demo/Card",render:e=>r(e)},s={args:{eyebrow:"Guide",title:"Visual review, story by story",text:t}},d=["Article"];export{s as Article,d as __namedExportsOrder,o as default};
