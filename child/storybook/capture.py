@@ -99,10 +99,7 @@ def store_capture(root: Path, png: bytes, digest: str | None = None) -> str:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = scratch.new_file(root, ".png")
         try:
-            with temporary.open("wb") as out:
-                out.write(png)
-                out.flush()
-                os.fsync(out.fileno())
+            temporary.write_bytes(png)
             os.replace(temporary, target)
         except BaseException:
             temporary.unlink(missing_ok=True)

@@ -13,7 +13,6 @@ Payload: `{"artifacts": str (absolute root), "build_id": int, "storybook": Story
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,14 @@ from child.browser.launch import child_browser
 from child.browser.pages import open_page
 from child.browser.preview import PreviewError, read_stories
 from child.browser.site import RequestGuard, Site
-from child.storybook.standin import IndexProblem, parse_index, plan_snapshots
+from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
 from ipc.storybook import PlanResult
+from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, read_index_file
 
 log = structlog.get_logger(__name__)
 
 Progress = Callable[[dict[str, Any]], None]
-#: The index files a build may have, newest format first.
-INDEX_FILES = ("index.json", "stories.json")
 
 
 def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
@@ -40,7 +38,7 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     artifacts = Path(payload["artifacts"])
     try:
         build = load(artifacts, payload["storybook"])
-        entries = parse_index(_index(build))
+        entries = _entries(build)
     except (StorybookProblem, IndexProblem) as error:
         return _failed(str(error))
     progress({"entries": len(entries)})
@@ -58,8 +56,7 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
         finally:
             context.close()
     progress({"entries": len(entries), "stories": len(described.stories)})
-    globals_ = {**described.initial_globals, **described.user_globals}
-    result = plan_snapshots(entries, described.stories, globals_)
+    result = plan_snapshots(entries, described.stories, described.initial_globals)
     log.info(
         "build planned",
         build_id=payload.get("build_id"),
@@ -70,15 +67,19 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     return result
 
 
-def _index(build: StoredBuild) -> Any:
+def _entries(build: StoredBuild) -> list[IndexEntry]:
+    """The build's index entries, read by `ipc.storybook_index` from where the file is stored;
+    its messages name the file as the build has it, not the storage path."""
     for name in INDEX_FILES:
-        data = build.read(name)
-        if data is None:
+        stored = build.path_of(name)
+        if stored is None:
             continue
+        if not stored.is_file():
+            raise StorybookProblem(f"{name} of the build is missing from the artifacts")
         try:
-            return json.loads(data)
-        except ValueError as error:
-            raise StorybookProblem(f"{name} of the build is not JSON: {error}") from None
+            return read_index_file(stored.parent)
+        except IndexProblem as problem:
+            raise IndexProblem(str(problem).replace(f"{stored.parent}/", "")) from None
     raise StorybookProblem("the Storybook build has neither index.json nor stories.json")
 
 

@@ -138,3 +138,12 @@ def test_a_preview_that_hangs_its_page_ends_at_the_deadline(
         context.close()
     assert str(raised.value) == "the preview did not describe its stories in 2 s"
     assert time.monotonic() - started < 6
+
+
+def test_an_index_that_is_not_storybooks_is_an_error_naming_the_file(
+    stored: Stored, store_variant: Callable[[Callable[[Path], None]], Stored]
+) -> None:
+    result, _ = run_plan(store_variant(lambda folder: (folder / "index.json").write_text("{}")))
+    assert result["error"] is not None
+    assert result["error"].startswith("index.json: the index has no version")
+    assert str(stored.artifacts.parent) not in result["error"]
