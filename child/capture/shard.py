@@ -2,7 +2,8 @@
 
 The payload (built by `supervisor.builds.capture.prepare`) carries all this needs: the artifacts
 root, the diff options, the folder for diff images, and each snapshot with its baseline's path
-and SHA-256. One bad snapshot (a damaged image, a path that leaves the artifacts root) fails
+and SHA-256. A payload that names a Storybook build (`"storybook"`) is one capture kind too: its
+snapshots are stories, rendered in the browser first (`child.storybook.capture`). One bad snapshot (a damaged image, a path that leaves the artifacts root) fails
 only itself, so a shard always returns a result for every snapshot; only a broken payload or
 a native crash fails the job.
 """
@@ -26,8 +27,12 @@ SnapshotResult = dict[str, Any]
 
 def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Capture every snapshot of the payload, reporting progress after each."""
+    if "storybook" in payload:
+        from child.storybook import capture as stories
+
+        return stories.run(payload, progress)
     root = Path(payload["artifacts"])
-    options = _options(payload["options"])
+    options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
     results = []
@@ -37,7 +42,8 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {"snapshots": results}
 
 
-def _options(given: Mapping[str, Any]) -> DiffOptions:
+def diff_options(given: Mapping[str, Any]) -> DiffOptions:
+    """The payload's diff options."""
     return DiffOptions(
         metric=given["metric"],
         threshold=float(given["threshold"]),
@@ -119,6 +125,11 @@ def _compared(
         diff_path=diff_relative if outcome.diff_written else None,
         metric=outcome.metric,
     )
+
+
+def failed_result(shot: Mapping[str, Any], error: str) -> SnapshotResult:
+    """The result of a snapshot that has no image to compare, and why."""
+    return _result(shot, "failed", error=error)
 
 
 def _result(shot: Mapping[str, Any], status: str, **facts: Any) -> SnapshotResult:

@@ -1,0 +1,200 @@
+// The capture's agent inside the page: installed before any script of the build runs (an init
+// script), it seeds Math.random, follows Storybook's channel and answers the child's questions.
+// Every answer is a plain value: the child polls it with a timeout (a hung page cannot answer,
+// and the child must not wait on it), so nothing here ever blocks.
+(() => {
+  'use strict';
+
+  // Math.random, seeded: the same sequence on every host, restarted when each story starts
+  // rendering (its `loading` phase), so that a story draws the same numbers whether it opened
+  // the page or was switched to, and whatever was shown before it.
+  const SEED = 0x5eed1e55;
+  let seed = SEED;
+  const random = () => {
+    // mulberry32: a small 32-bit generator, plenty for stories that draw a few numbers.
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  Object.defineProperty(Math, 'random', { value: random, configurable: true, writable: true });
+
+  const errors = [];
+  const describe = (error) => {
+    if (error && typeof error === 'object') {
+      const name = error.name || 'Error';
+      return error.message ? `${name}: ${error.message}` : String(name);
+    }
+    return String(error);
+  };
+  window.addEventListener('error', (event) => errors.push(describe(event.error || event.message)));
+  window.addEventListener('unhandledrejection', (event) => errors.push(describe(event.reason)));
+
+  // The story being shown, and what Storybook said about it since it was asked for.
+  const fresh = (storyId) => ({
+    storyId,
+    rendered: false,
+    finished: false,
+    unchanged: false,
+    error: null,
+    errorAt: 0,
+  });
+  const initialId = new URLSearchParams(location.search).get('id');
+  let story = fresh(initialId);
+
+  const fail = (message) => {
+    if (story.error === null) {
+      story.error = message;
+      story.errorAt = performance.now();
+    }
+  };
+  // Events that name their story are ignored when they name another (a late event of the story
+  // shown before); the error events name none and always come before their story finishes.
+  const ofThisStory = (id) => id === undefined || id === null || id === story.storyId;
+  const handlers = {
+    storyRenderPhaseChanged: (change) => {
+      if (change && change.newPhase === 'loading' && ofThisStory(change.storyId)) seed = SEED;
+    },
+    storyRendered: (id) => { if (ofThisStory(id)) story.rendered = true; },
+    storyFinished: (result) => { if (ofThisStory(result && result.storyId)) story.finished = true; },
+    storyUnchanged: (id) => { if (ofThisStory(id)) story.unchanged = true; },
+    storyMissing: (id) => {
+      if (ofThisStory(id)) fail(`story ${id || story.storyId} is not in the build`);
+    },
+    storyErrored: (error) => {
+      const title = (error && error.title) || 'Error';
+      const description = error && error.description ? `: ${error.description}` : '';
+      fail(`${title}${description}`);
+    },
+    storyThrewException: (error) => fail(describe(error)),
+    playFunctionThrewException: (error) => fail(`play function: ${describe(error)}`),
+    unhandledErrorsWhilePlaying: (list) => {
+      const first = Array.isArray(list) && list.length ? list[0] : list;
+      fail(`play function: unhandled ${describe(first)}`);
+    },
+  };
+
+  let channel;
+  let hooked = null;
+  const hook = (value) => {
+    if (!value || hooked === value || typeof value.on !== 'function') return;
+    hooked = value;
+    for (const [name, handler] of Object.entries(handlers)) value.on(name, handler);
+  };
+  // Hooked the moment Storybook installs its channel, before it renders the first story.
+  try {
+    Object.defineProperty(window, '__STORYBOOK_ADDONS_CHANNEL__', {
+      configurable: true,
+      enumerable: true,
+      get: () => channel,
+      set: (value) => { channel = value; hook(value); },
+    });
+  } catch (_) {
+    // A page that defined it first: hooked when a story is asked for.
+  }
+
+  // Storybook 8.4 and later say `storyFinished` once a story, its play function and its
+  // reporters are done; older ones end at `storyRendered`.
+  const finishes = () => {
+    const events = window.__STORYBOOK_MODULE_CORE_EVENTS__;
+    if (events && typeof events === 'object') return 'STORY_FINISHED' in events;
+    return true;
+  };
+  // How long an error may wait for its story to finish: Storybook tears the render down after
+  // it, and the next story must not start before.
+  const ERROR_SETTLE_MS = 1000;
+
+  const STYLE_ID = 'storyshelf-capture-style';
+  const STYLE = [
+    '*, *::before, *::after { caret-color: transparent !important; }',
+    'html { scroll-behavior: auto !important; }',
+  ].join('\n');
+
+  const roots = () => {
+    const found = [document];
+    const walk = (node) => {
+      for (const element of node.querySelectorAll('*')) {
+        if (element.shadowRoot) {
+          found.push(element.shadowRoot);
+          walk(element.shadowRoot);
+        }
+      }
+    };
+    walk(document);
+    return found;
+  };
+
+  const agent = {
+    errors,
+
+    // Show `storyId`: switched to through the channel, or rendered again (same story).
+    show(storyId, remount) {
+      hook(window.__STORYBOOK_ADDONS_CHANNEL__);
+      if (!hooked) return 'Storybook has no channel in this page';
+      story = fresh(storyId);
+      if (remount) hooked.emit('forceRemount', { storyId });
+      else hooked.emit('setCurrentStory', { storyId, viewMode: 'story' });
+      return '';
+    },
+
+    // null while the story renders; then {error} or {ok: true}.
+    outcome() {
+      if (story.error !== null) {
+        const settled = story.finished || performance.now() - story.errorAt > ERROR_SETTLE_MS;
+        return settled ? { error: story.error } : null;
+      }
+      if (story.finished || story.unchanged) return { ok: true };
+      if (story.rendered && !finishes()) return { ok: true };
+      return null;
+    },
+
+    // Whether fonts and images have all loaded (a blocked image counts: it failed at once).
+    assetsReady() {
+      if (document.fonts && document.fonts.status !== 'loaded') return false;
+      for (const root of roots()) {
+        for (const image of root.querySelectorAll('img')) {
+          if (!image.complete) return false;
+        }
+      }
+      return true;
+    },
+
+    // Pause every animation and transition: at its end, or at its first frame. An animation
+    // that never ends (infinite iterations) is paused at its first frame either way.
+    freeze(atEnd) {
+      if (!document.getElementById(STYLE_ID) && document.head) {
+        const style = document.createElement('style');
+        style.id = STYLE_ID;
+        style.textContent = STYLE;
+        document.head.appendChild(style);
+      }
+      let paused = 0;
+      for (const root of roots()) {
+        for (const animation of root.getAnimations ? root.getAnimations() : []) {
+          const effect = animation.effect;
+          if (!effect) continue;
+          const timing = effect.getComputedTiming();
+          const start = Math.max(0, Number(effect.getTiming().delay) || 0);
+          const end = Number(timing.endTime);
+          animation.pause();
+          animation.currentTime = atEnd && Number.isFinite(end) ? end : start;
+          paused += 1;
+        }
+      }
+      return paused;
+    },
+
+    // The story root's box in page coordinates, whole pixels around it; null without a root.
+    rootBox() {
+      const root = document.querySelector('#storybook-root') || document.querySelector('#root');
+      if (!root) return null;
+      const box = root.getBoundingClientRect();
+      const left = Math.floor(box.left + window.scrollX);
+      const top = Math.floor(box.top + window.scrollY);
+      const right = Math.ceil(box.right + window.scrollX);
+      const bottom = Math.ceil(box.bottom + window.scrollY);
+      return { x: left, y: top, width: right - left, height: bottom - top };
+    },
+  };
+  Object.defineProperty(window, '__storyshelf', { value: agent, configurable: false });
+})();

@@ -1,0 +1,176 @@
+"""What a Storybook preview says about its stories: every story's parameters, tags and globals.
+
+Parameters are not in `index.json`: they are code, evaluated by the preview. So the plan loads
+the build's `iframe.html` once, waits for the preview to be ready (`__STORYBOOK_PREVIEW__.ready()`,
+Storybook 8 and later) and asks it for every story at once (`extract()`, which imports every
+story file); Storybook 7's preview has no `ready()`, and its story store
+(`__STORYBOOK_STORY_STORE__`: `initializationPromise`, `cacheAllCSFFiles()`, `extract()`) is
+asked instead. Each story's record comes back as Storybook gives it (`parameters`, `tags`,
+`globals`, `storyGlobals`, ...), without its functions, and with the preview's initial and user
+globals beside them.
+
+A preview that cannot load (a script error before it is ready, no Storybook in the page, a
+story file that throws on import, a preview that never answers) raises `PreviewError` with the
+browser's own words. A preview that hangs its page (a story file that spins on import) costs
+the deadline, never the child: a watchdog ends the page then (`child.browser.watchdog`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from child.browser.watchdog import Watchdog
+
+#: How long a preview may take to load and describe its stories.
+PREVIEW_TIMEOUT_SECONDS = 30.0
+#: How long a loaded page may go without a Storybook preview before it is said to have none.
+NO_PREVIEW_SECONDS = 5.0
+
+#: Started once in the page, then polled: null while pending, else {ok: JSON text} or {error}.
+#: Records are made JSON here (functions dropped, cycles cut) so that any parameter value
+#: survives the trip.
+EXTRACT = """(noPreviewMs) => {
+  const agent = window.__storyshelf;
+  if (agent.extraction) return agent.extraction;
+  const preview = window.__STORYBOOK_PREVIEW__;
+  if (!preview) {
+    const loaded = document.readyState === 'complete';
+    if (loaded && agent.errors.length) return { error: agent.errors[0] };
+    if (loaded && performance.now() > noPreviewMs) {
+      return { error: 'the page has no Storybook preview (window.__STORYBOOK_PREVIEW__ is not defined)' };
+    }
+    return null;
+  }
+  if (agent.extracting) return null;
+  agent.extracting = true;
+  const plain = (value) => {
+    const seen = new WeakSet();
+    return JSON.stringify(value, (key, item) => {
+      if (typeof item === 'function' || typeof item === 'symbol') return undefined;
+      if (typeof item === 'bigint') return String(item);
+      if (item && typeof item === 'object') {
+        if (seen.has(item)) return undefined;
+        seen.add(item);
+        if (typeof Node !== 'undefined' && item instanceof Node) return undefined;
+      }
+      return item;
+    });
+  };
+  const describe = (error) => (error && error.message)
+    ? `${error.name || 'Error'}: ${error.message}` : String(error);
+  (async () => {
+    let stories;
+    let globals = {};
+    if (typeof preview.ready === 'function') {
+      await preview.ready();
+      stories = await preview.extract();
+      const user = preview.storyStoreValue && preview.storyStoreValue.userGlobals;
+      if (user) globals = { initial: user.initialGlobals, user: user.globals };
+    } else {
+      const store = window.__STORYBOOK_STORY_STORE__;
+      if (!store) throw new Error('the preview has neither ready() nor a story store');
+      if (store.initializationPromise) await store.initializationPromise;
+      if (typeof preview.extract === 'function') stories = await preview.extract();
+      else {
+        await store.cacheAllCSFFiles();
+        stories = store.extract();
+      }
+      const held = store.globals;
+      if (held) globals = { initial: held.initialGlobals, user: held.globals };
+    }
+    return plain({ stories, globals });
+  })().then(
+    (text) => { agent.extraction = { ok: text }; },
+    (error) => { agent.extraction = { error: describe(error) }; },
+  );
+  return null;
+}"""
+
+
+class PreviewError(Exception):
+    """The preview did not load or could not describe its stories (the browser's message)."""
+
+
+@dataclass(frozen=True)
+class PreviewStories:
+    """Every story's record by id, and the preview's globals."""
+
+    stories: dict[str, dict[str, Any]]
+    initial_globals: dict[str, Any]
+    user_globals: dict[str, Any]
+
+
+def read_stories(
+    page: Page,
+    url: str,
+    kill_page: Callable[[], object],
+    timeout: float = PREVIEW_TIMEOUT_SECONDS,
+) -> PreviewStories:
+    """Load the preview at `url` in `page` (with the capture agent installed) and extract it;
+    `kill_page` ends the page's renderer when it outlives `timeout` (from another thread)."""
+    late = f"the preview did not describe its stories in {timeout:g} s"
+    with Watchdog(kill_page) as watchdog:
+        watchdog.arm(timeout, late)
+        try:
+            return _read(page, url, timeout)
+        except PreviewError as error:
+            if watchdog.fired:
+                raise PreviewError(late) from error
+            raise
+
+
+def _read(page: Page, url: str, timeout: float) -> PreviewStories:
+    deadline = time.monotonic() + timeout
+    try:
+        response = page.goto(url, wait_until="commit", timeout=timeout * 1000)
+    except PlaywrightTimeout:
+        raise PreviewError(f"the preview did not load in {timeout:g} s") from None
+    except PlaywrightError as error:
+        raise PreviewError(f"the preview did not load: {_first_line(error)}") from None
+    if response is not None and response.status >= 400:
+        raise PreviewError(f"the preview's page answered HTTP {response.status}")
+    remaining = max(0.0, deadline - time.monotonic())
+    try:
+        handle = page.wait_for_function(
+            EXTRACT, arg=NO_PREVIEW_SECONDS * 1000, polling=50, timeout=remaining * 1000
+        )
+        answer = handle.json_value()
+    except PlaywrightTimeout:
+        raise PreviewError(
+            f"the preview did not describe its stories in {timeout:g} s{_errors(page)}"
+        ) from None
+    except PlaywrightError as error:
+        raise PreviewError(f"the preview failed: {_first_line(error)}") from None
+    if "error" in answer:
+        raise PreviewError(str(answer["error"]))
+    document = json.loads(answer["ok"])
+    stories = document.get("stories") or {}
+    globals_ = document.get("globals") or {}
+    return PreviewStories(
+        stories={str(key): value for key, value in stories.items() if isinstance(value, dict)},
+        initial_globals=dict(globals_.get("initial") or {}),
+        user_globals=dict(globals_.get("user") or {}),
+    )
+
+
+def _errors(page: Page) -> str:
+    """The page's first script error, if it can still say one, for a message."""
+    try:
+        errors = page.wait_for_function("() => window.__storyshelf.errors", timeout=1000)
+        listed = errors.json_value()
+    except PlaywrightError:
+        return ""
+    return f" (first script error: {listed[0]})" if listed else ""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__

@@ -1,0 +1,334 @@
+"""Render one story after another in one page, and take each one's screenshot.
+
+The page loads the build's `iframe.html` once, at its first story; every later story is switched
+to through Storybook's channel (`setCurrentStory`, or `forceRemount` to render the same story
+again at another size), which costs a render, not a page load. Each story then goes through:
+
+1. Storybook's render-finished event: `storyFinished` (Storybook 8.4 and later), else
+   `storyRendered`; Storybook runs the play function before either, so a story is captured
+   after its play. An error event (`storyErrored`, `storyThrewException`,
+   `playFunctionThrewException`, `unhandledErrorsWhilePlaying`, `storyMissing`) fails the
+   snapshot with the story's message.
+2. Fonts loaded, every image complete (a blocked one fails at once), and a quiet network: no
+   request in flight for `QUIET_SECONDS`.
+3. Steps 1 and 2 together within `RENDER_CAP_SECONDS` (Chromatic's cap), else the snapshot fails
+   with "did not finish rendering in 15 s" and the page is closed (a page that hangs its main
+   thread is ended with it); the next story gets a new page.
+4. The story's own delay.
+5. Every animation and transition paused at its end (or its first frame), the caret hidden, and
+   shots taken until two consecutive ones hash the same (at most `MAX_SHOTS`; the last is kept
+   and the capture says it never settled). A shot covers the story root's box unless the story
+   asks for the viewport or the whole page.
+
+Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
+fire on a page whose main thread hangs, so at the deadline the renderers are killed and the
+blocked call fails. A renderer that crashes fails its story and the page is opened again for the
+next; a browser that dies fails its story and is launched again for the next (`child_browser`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import quote
+
+import structlog
+from playwright.sync_api import BrowserContext, Page, Request
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from child.browser.launch import ChildBrowser, child_browser
+from child.browser.pages import open_page
+from child.browser.site import RequestGuard, Site
+from child.browser.watchdog import Watchdog
+from ipc.storybook import MAX_DELAY_MS, MAX_SHOTS, RENDER_CAP_SECONDS, StorySnapshot, Viewport
+
+log = structlog.get_logger(__name__)
+
+#: How long the network must stay without a request in flight to count as quiet.
+QUIET_SECONDS = 0.1
+#: How long the shots of one story may take, after its delay.
+SHOTS_SECONDS = 10.0
+#: How often a wait on the page looks again, in milliseconds.
+POLL_MS = 20
+
+#: How a story is brought into the page: switched to through Storybook's channel, or by
+#: loading the page again (what a Storybook without a reachable channel gets).
+Switch = Literal["channel", "reload"]
+
+
+@dataclass(frozen=True)
+class Capture:
+    """A story's screenshot, or why there is none."""
+
+    story_id: str
+    png: bytes | None
+    sha256: str | None
+    #: Whether two consecutive shots agreed; None when the story failed before any shot.
+    settled: bool | None
+    error: str | None
+    seconds: float
+    shots: int = 0
+
+
+class StoryFailed(Exception):
+    """The story failed; its message is the snapshot's error."""
+
+    def __init__(self, message: str, *, page_broken: bool = False) -> None:
+        super().__init__(message)
+        self.page_broken = page_broken
+
+
+def cap_message(seconds: float = RENDER_CAP_SECONDS) -> str:
+    return f"did not finish rendering in {seconds:g} s"
+
+
+def shots_message(seconds: float = SHOTS_SECONDS) -> str:
+    return f"did not give a screenshot in {seconds:g} s after its delay"
+
+
+class StoryRenderer:
+    """One page of the child's browser showing one stored build's stories; close it after."""
+
+    def __init__(
+        self,
+        site: Site,
+        *,
+        browser: Callable[[], ChildBrowser] = child_browser,
+        switch: Switch = "channel",
+        cap_seconds: float = RENDER_CAP_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.site = site
+        self.guard = RequestGuard(site.origin)
+        self._browser_of = browser
+        self._switch = switch
+        self._cap = cap_seconds
+        self._clock = clock
+        self._browser: ChildBrowser | None = None
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._shown: str | None = None
+        self._viewport: Viewport | None = None
+        self._crashed = False
+        self._in_flight = 0
+        self._last_activity = 0.0
+        self._live: ChildBrowser | None = None
+        self._watchdog = Watchdog(self._kill_renderers, clock)
+
+    @property
+    def page(self) -> Page | None:
+        """The page showing the last story (None before the first, or after a broken one)."""
+        return self._page
+
+    def take(self, snapshot: StorySnapshot) -> Capture:
+        """Render `snapshot`'s story and screenshot it; a failure is a `Capture` with `error`.
+
+        A browser that cannot be launched raises (`BrowserUnavailable`, `OutOfResources`): the
+        job fails or goes back, the story is not to blame.
+        """
+        started = self._clock()
+        story_id = snapshot["story_id"]
+        self.guard.story_id = story_id
+        browser = self._browser_of()
+        self._live = browser
+        delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS) / 1000
+        self._watchdog.arm(self._cap, cap_message(self._cap))
+        try:
+            png, settled, shots = self._take(browser, snapshot, started, delay)
+        except StoryFailed as failure:
+            message = self._watchdog.fired or str(failure)
+            broken = failure.page_broken or self._watchdog.fired is not None
+            self._after_failure(browser, story_id, message, broken)
+            return Capture(story_id, None, None, None, message, self._clock() - started)
+        finally:
+            self._watchdog.disarm()
+        if self._watchdog.fired:  # it fired as the last shot came back: the page is gone
+            self._close_page()
+        seconds = self._clock() - started
+        log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
+        return Capture(
+            story_id, png, hashlib.sha256(png).hexdigest(), settled, None, seconds, shots
+        )
+
+    def _take(
+        self, browser: ChildBrowser, snapshot: StorySnapshot, started: float, delay: float
+    ) -> tuple[bytes, bool, int]:
+        render_deadline = started + self._cap
+        page = self._ensure_page(browser, snapshot["viewport"])
+        try:
+            self._show(page, snapshot["story_id"], render_deadline)
+            outcome = self._poll(page, "() => window.__storyshelf.outcome()", render_deadline)
+            if "error" in outcome:
+                raise StoryFailed(str(outcome["error"]))
+            self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
+            self._wait_for_quiet(page, render_deadline)
+        except PlaywrightTimeout:
+            raise StoryFailed(cap_message(self._cap), page_broken=True) from None
+        except PlaywrightError as error:
+            raise self._broken(browser, error) from None
+        if self._watchdog.fired is None:
+            self._watchdog.arm(delay + SHOTS_SECONDS, shots_message())
+        try:
+            if delay:
+                page.wait_for_timeout(delay * 1000)
+            return self._shoot(page, snapshot, self._clock() + SHOTS_SECONDS)
+        except PlaywrightTimeout:
+            raise StoryFailed(shots_message(), page_broken=True) from None
+        except PlaywrightError as error:
+            raise self._broken(browser, error) from None
+
+    def _ensure_page(self, browser: ChildBrowser, viewport: Viewport) -> Page:
+        if self._page is not None and (self._crashed or self._browser is not browser):
+            self._close_page()
+        if self._page is None:
+            self._context, self._page = open_page(browser, self.guard, viewport)
+            self._browser = browser
+            self._viewport = viewport
+            self._shown = None
+            self._crashed = False
+            self._in_flight = 0
+            self._page.on("crash", self._on_crash)
+            self._page.on("request", self._on_request_started)
+            self._page.on("requestfinished", self._on_request_ended)
+            self._page.on("requestfailed", self._on_request_ended)
+        elif viewport != self._viewport:
+            self._page.set_viewport_size({"width": viewport["width"], "height": viewport["height"]})
+            self._viewport = viewport
+        return self._page
+
+    def _show(self, page: Page, story_id: str, deadline: float) -> None:
+        """Bring `story_id` into the page: a switch through the channel, else a page load."""
+        if self._shown is not None and self._switch == "channel":
+            remount = self._shown == story_id
+            problem = self._call(
+                page,
+                "([id, again]) => window.__storyshelf.show(id, again)",
+                [story_id, remount],
+                deadline,
+            )
+            if not problem:
+                self._shown = story_id
+                return
+            log.info("switching stories by loading the page", reason=problem)
+        self._shown = None
+        url = self.site.url(f"iframe.html?id={quote(story_id)}&viewMode=story")
+        page.goto(url, wait_until="commit", timeout=self._remaining_ms(deadline))
+        self._shown = story_id
+
+    def _wait_for_quiet(self, page: Page, deadline: float) -> None:
+        while self._in_flight > 0 or self._clock() - self._last_activity < QUIET_SECONDS:
+            if self._clock() > deadline:
+                raise PlaywrightTimeout("the network did not go quiet")
+            page.wait_for_timeout(POLL_MS)
+
+    def _shoot(
+        self, page: Page, snapshot: StorySnapshot, deadline: float
+    ) -> tuple[bytes, bool, int]:
+        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`."""
+        at_end = snapshot["pause_animation_at_end"]
+        previous: str | None = None
+        png = b""
+        for shot in range(1, MAX_SHOTS + 1):
+            self._call(page, "(atEnd) => window.__storyshelf.freeze(atEnd)", at_end, deadline)
+            png = self._screenshot(page, snapshot, deadline)
+            digest = hashlib.sha256(png).hexdigest()
+            if digest == previous:
+                return png, True, shot
+            previous = digest
+        log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
+        return png, False, MAX_SHOTS
+
+    def _screenshot(self, page: Page, snapshot: StorySnapshot, deadline: float) -> bytes:
+        crop = snapshot["crop"]
+        common: dict[str, Any] = {
+            "type": "png",
+            "animations": "allow",  # paused by the agent, at the story's chosen frame
+            "caret": "hide",
+            "scale": "css",
+            "timeout": self._remaining_ms(deadline),
+        }
+        if crop == "root":
+            box = self._call(page, "() => window.__storyshelf.rootBox()", None, deadline)
+            if box and box["width"] > 0 and box["height"] > 0:
+                return page.screenshot(clip=box, full_page=True, **common)
+            log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
+        return page.screenshot(full_page=crop == "page", **common)
+
+    def _call(self, page: Page, function: str, arg: Any, deadline: float) -> Any:
+        """`function(arg)` evaluated in the page, within `deadline` (a hung page times out)."""
+        wrapped = f"(arg) => ({{ value: ({function})(arg) }})"
+        handle = page.wait_for_function(wrapped, arg=arg, timeout=self._remaining_ms(deadline))
+        return handle.json_value()["value"]
+
+    def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
+        """The first truthy value of `predicate` in the page, looked at every `POLL_MS`."""
+        handle = page.wait_for_function(
+            predicate, polling=POLL_MS, timeout=self._remaining_ms(deadline)
+        )
+        return handle.json_value()
+
+    def _remaining_ms(self, deadline: float) -> float:
+        return max(1.0, (deadline - self._clock()) * 1000)
+
+    def _broken(self, browser: ChildBrowser, error: PlaywrightError) -> StoryFailed:
+        """What a Playwright error means for the story: the page or the browser went away."""
+        if not browser.alive():
+            return StoryFailed("the browser crashed while rendering the story", page_broken=True)
+        if self._crashed or "crash" in str(error).lower():
+            return StoryFailed("the page crashed while rendering the story", page_broken=True)
+        first = str(error).strip().splitlines()
+        return StoryFailed(first[0] if first else type(error).__name__, page_broken=True)
+
+    def _after_failure(
+        self, browser: ChildBrowser, story_id: str, message: str, broken: bool
+    ) -> None:
+        log.info("story failed", story_id=story_id, error=message)
+        if broken:
+            self._close_page()
+        if not browser.alive():
+            log.warning("browser died during a story; the next story launches another")
+
+    def _on_crash(self, page: Page) -> None:
+        self._crashed = True
+        log.warning("page crashed", story_id=self.guard.story_id)
+
+    def _on_request_started(self, request: Request) -> None:
+        self._in_flight += 1
+        self._last_activity = self._clock()
+
+    def _on_request_ended(self, request: Request) -> None:
+        self._in_flight = max(0, self._in_flight - 1)
+        self._last_activity = self._clock()
+
+    def _close_page(self) -> None:
+        context, self._context, self._page, self._shown = self._context, None, None, None
+        if context is not None:
+            try:
+                context.close()
+            except PlaywrightError as error:
+                log.debug("closing a broken page", error=str(error).splitlines()[0])
+
+    def _kill_renderers(self) -> None:
+        """The watchdog's rescue, from its thread: only signals, never a call into Playwright."""
+        if self._live is not None:
+            self._live.kill_renderers()
+
+    def close(self) -> None:
+        self._watchdog.close()
+        self._close_page()
+
+    def __enter__(self) -> StoryRenderer:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

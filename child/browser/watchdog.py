@@ -1,0 +1,87 @@
+"""What ends a page whose main thread hangs: Playwright cannot.
+
+Measured: a page that spins its main thread (`while (performance.now() < Infinity) {}`) never
+lets `wait_for_function` time out, nor any evaluation return; the call blocks the child until
+the renderer dies, and a child blocked that long is killed by the parent as stalled, losing the
+whole shard. So every story runs under a deadline kept by a thread of the child's: when it
+passes, the thread kills the browser's renderers (the child has one page), the blocked call
+fails with a crash, and the story fails with the watchdog's reason. The browser itself lives
+on, and the next story gets a new page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+
+import structlog
+
+from child.worker.resources import OutOfResources
+
+log = structlog.get_logger(__name__)
+
+
+class Watchdog:
+    """Calls `rescue` from its own thread when an armed deadline passes; a context manager."""
+
+    def __init__(self, rescue: Callable[[], object], clock: Callable[[], float] = time.monotonic):
+        self._rescue = rescue
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._deadline: float | None = None
+        self._reason = ""
+        self._closed = False
+        #: The reason of the deadline that passed since the last `arm`, else None.
+        self.fired: str | None = None
+        self._thread = threading.Thread(target=self._watch, name="page-watchdog", daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError as error:  # no thread to be had: the host's trouble, not the job's
+            raise OutOfResources(f"out of resources: {error}") from error
+
+    def arm(self, seconds: float, reason: str) -> None:
+        """Rescue in `seconds` unless disarmed or armed again before; `fired` is cleared."""
+        with self._changed:
+            self._deadline = self._clock() + seconds
+            self._reason = reason
+            self.fired = None
+            self._changed.notify()
+
+    def disarm(self) -> None:
+        with self._changed:
+            self._deadline = None
+            self._changed.notify()
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                while not self._closed and (
+                    self._deadline is None or self._clock() < self._deadline
+                ):
+                    wait = None if self._deadline is None else self._deadline - self._clock()
+                    self._changed.wait(wait)
+                if self._closed:
+                    return
+                self._deadline = None
+                self.fired = self._reason
+            log.warning("page overran its deadline, renderers killed", reason=self.fired)
+            self._rescue()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify()
+        self._thread.join()
+
+    def __enter__(self) -> Watchdog:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

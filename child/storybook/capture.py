@@ -1,0 +1,110 @@
+"""The child's side of a `capture` job over a Storybook build: render, store, then diff.
+
+The payload is the screenshot capture's (`child.capture.shard`) plus `"storybook"`, the stored
+build (`StorybookRef`), and each snapshot is a `StorySnapshot` plus its `"baseline"`. For each
+snapshot the story is rendered in the child's browser (`child.browser.render`), the PNG stored
+content-addressed at `images/<sha[:2]>/<sha>.png` under the artifacts root (written as a scratch
+file and renamed into place, so no reader ever sees half of one), and compared with its baseline
+exactly as an uploaded image is (`capture_one`), with the snapshot's own threshold and
+anti-aliasing setting over the project's when it has them. Progress is reported after every
+story, so a long shard is never mistaken for a hung child.
+
+Each result is the screenshot capture's plus `ipc.storybook.STORY_RESULT_FIELDS`. A story that
+failed (an error event, the render cap, a crash) is `failed` with the story's message and no
+image; it never fails the shard. A stored build that cannot be read fails the job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from child.browser.render import Capture, StoryRenderer
+from child.browser.site import Site
+from child.capture.shard import SnapshotResult, capture_one, diff_options, failed_result
+from child.diff.compare import DiffOptions
+from child.storybook.stored import load
+from child.worker import resources
+from ipc import scratch
+
+log = structlog.get_logger(__name__)
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Capture every story snapshot of the payload, reporting progress after each."""
+    root = Path(payload["artifacts"])
+    options = diff_options(payload["options"])
+    diff_dir = payload["diff_dir"]
+    shots = payload["snapshots"]
+    build = load(root, payload["storybook"])
+    results: list[SnapshotResult] = []
+    with Site(build) as site, StoryRenderer(site) as renderer:
+        for done, shot in enumerate(shots, start=1):
+            capture = renderer.take(shot)
+            results.append(settle(root, diff_dir, shot, capture, options))
+            progress({"done": done, "total": len(shots), "story_id": shot["story_id"]})
+    return {"snapshots": results}
+
+
+def settle(
+    root: Path,
+    diff_dir: str,
+    shot: Mapping[str, Any],
+    capture: Capture,
+    options: DiffOptions,
+) -> SnapshotResult:
+    """One snapshot's result: the capture stored and diffed, or the story's failure."""
+    if capture.png is None or capture.sha256 is None:
+        result = failed_result(shot, capture.error or "no screenshot")
+        result.update(image=None, sha256=None, settled=None)
+        return result
+    image = store_capture(root, capture.png, capture.sha256)
+    compared = {
+        "name": shot["name"],
+        "image": image,
+        "sha256": capture.sha256,
+        "baseline": shot.get("baseline"),
+    }
+    result = capture_one(root, diff_dir, compared, snapshot_options(shot, options))
+    result.update(image=image, sha256=capture.sha256, settled=capture.settled)
+    return result
+
+
+def snapshot_options(shot: Mapping[str, Any], options: DiffOptions) -> DiffOptions:
+    """The project's diff options with the snapshot's own threshold and count_aa over them."""
+    changes: dict[str, Any] = {}
+    if shot.get("threshold") is not None:
+        changes["threshold"] = float(shot["threshold"])
+    if shot.get("count_aa") is not None:
+        changes["count_aa"] = bool(shot["count_aa"])
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def store_capture(root: Path, png: bytes, digest: str | None = None) -> str:
+    """Store `png` at `images/<sha[:2]>/<sha>.png` once; returns that path (relative)."""
+    digest = digest or hashlib.sha256(png).hexdigest()
+    relative = f"images/{digest[:2]}/{digest}.png"
+    target = root / relative
+    if target.exists():
+        return relative
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = scratch.new_file(root, ".png")
+        try:
+            temporary.write_bytes(png)
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as error:
+        resources.check(error)  # a full disk is the host's trouble: the job goes back
+        raise
+    return relative

@@ -1,0 +1,87 @@
+"""The child's side of a `plan` job: which snapshots a stored Storybook build asks for.
+
+The index (`index.json`, v4 and v5, or Storybook 6's `stories.json` v3) lists the entries; the
+preview, loaded once in the child's browser, gives every story's parameters, tags and globals
+(`child.browser.preview`); `plan_snapshots` turns both into snapshots, dropping docs entries and
+the stories that opt out. A build that cannot be planned (no index, an index that is not
+Storybook's, a preview that does not load) is a `PlanResult` whose `error` says why in the
+browser's words: the parent fails the build with it. Only trouble of the host's making (no
+browser, no resources) raises, so that the job is tried again.
+
+Payload: `{"artifacts": str (absolute root), "build_id": int, "storybook": StorybookRef}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from child.browser.launch import child_browser
+from child.browser.pages import open_page
+from child.browser.preview import PreviewError, read_stories
+from child.browser.site import RequestGuard, Site
+from child.storybook.parameters import plan_snapshots
+from child.storybook.stored import StoredBuild, StorybookProblem, load
+from ipc.storybook import PlanResult
+from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, read_index_file
+
+log = structlog.get_logger(__name__)
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
+    """Plan the payload's build; its problems are the result's `error`, never an exception."""
+    artifacts = Path(payload["artifacts"])
+    try:
+        build = load(artifacts, payload["storybook"])
+        entries = _entries(build)
+    except (StorybookProblem, IndexProblem) as error:
+        return _failed(str(error))
+    progress({"entries": len(entries)})
+    if "iframe.html" not in build.files:
+        return _failed("the Storybook build has no iframe.html (is it a static build?)")
+    with Site(build) as site:
+        guard = RequestGuard(site.origin)
+        browser = child_browser()
+        context, page = open_page(browser, guard)
+        try:
+            described = read_stories(page, site.url("iframe.html"), browser.kill_renderers)
+        except PreviewError as error:
+            log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
+            return _failed(f"the Storybook preview did not load: {error}")
+        finally:
+            context.close()
+    progress({"entries": len(entries), "stories": len(described.stories)})
+    result = plan_snapshots(entries, described.stories, described.initial_globals)
+    log.info(
+        "build planned",
+        build_id=payload.get("build_id"),
+        snapshots=len(result["snapshots"]),
+        skipped=len(result["skipped"]),
+        docs=result["docs"],
+    )
+    return result
+
+
+def _entries(build: StoredBuild) -> list[IndexEntry]:
+    """The build's index entries, read by `ipc.storybook_index` from where the file is stored;
+    its messages name the file as the build has it, not the storage path."""
+    for name in INDEX_FILES:
+        stored = build.path_of(name)
+        if stored is None:
+            continue
+        if not stored.is_file():
+            raise StorybookProblem(f"{name} of the build is missing from the artifacts")
+        try:
+            return read_index_file(stored.parent)
+        except IndexProblem as problem:
+            raise IndexProblem(str(problem).replace(f"{stored.parent}/", "")) from None
+    raise StorybookProblem("the Storybook build has neither index.json nor stories.json")
+
+
+def _failed(message: str) -> PlanResult:
+    return {"snapshots": [], "skipped": [], "docs": 0, "error": message}

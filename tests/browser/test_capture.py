@@ -1,0 +1,235 @@
+"""Capturing the fixture's stories in a real Chromium, through the capture handler itself.
+
+One capture of every planned story (but the hang, which costs the render cap and has its own
+module) is shared by the tests here; each then looks at one promise: the stored images, the
+failure of the throwing story, paused animations, the play function, the crop, blocked requests,
+the web font, and byte-identical PNGs from a second, separately launched browser.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pyvips
+from structlog.testing import capture_logs
+
+from child.browser.launch import ChildBrowser, launch
+from child.browser.render import StoryRenderer
+from child.browser.site import Site
+from child.storybook import capture, plan
+from child.storybook.stored import load
+from ipc.storybook import STORY_RESULT_FIELDS, StorySnapshot
+from tests.browser.conftest import Stored, capture_payload, snapshot
+
+HANG = "example-hang--main-thread-hang"
+THROWS = "example-broken--throws-in-render"
+RESULT_FIELDS = {
+    "name",
+    "status",
+    "width",
+    "height",
+    "diff_pixels",
+    "diff_ratio",
+    "diff_path",
+    "metric",
+    "error",
+    "baseline_id",
+    *STORY_RESULT_FIELDS,
+}
+
+
+@pytest.fixture(scope="module")
+def shots(browser: ChildBrowser, stored: Stored) -> list[StorySnapshot]:
+    planned = plan.run(
+        {"artifacts": str(stored.artifacts), "build_id": 1, "storybook": stored.ref}, lambda _: None
+    )
+    assert planned["error"] is None
+    return [shot for shot in planned["snapshots"] if shot["story_id"] != HANG]
+
+
+@pytest.fixture(scope="module")
+def captured(
+    browser: ChildBrowser, stored: Stored, shots: list[StorySnapshot]
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Results by name, the progress reports, and the logs of one capture of every shot."""
+    reports: list[dict[str, Any]] = []
+    with capture_logs() as logs:
+        result = capture.run(capture_payload(stored, shots), reports.append)
+    return {r["name"]: r for r in result["snapshots"]}, reports, logs
+
+
+def image(stored: Stored, result: dict[str, Any]) -> pyvips.Image:
+    return pyvips.Image.new_from_file(str(stored.artifacts / result["image"]))
+
+
+def pixel(picture: pyvips.Image, x: int, y: int) -> tuple[int, ...]:
+    return tuple(int(v) for v in picture(x, y)[:3])
+
+
+def test_every_story_but_the_broken_one_is_stored_content_addressed(
+    captured: Any, stored: Stored, shots: list[StorySnapshot]
+) -> None:
+    results, reports, _ = captured
+    assert set(results) == {shot["name"] for shot in shots}
+    for name, result in results.items():
+        assert set(result) == RESULT_FIELDS
+        if name == THROWS:
+            continue
+        assert result["status"] == "new", (name, result["error"])
+        assert result["settled"] is True, name
+        data = (stored.artifacts / result["image"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == result["sha256"]
+        assert result["image"] == f"images/{result['sha256'][:2]}/{result['sha256']}.png"
+    assert [r["done"] for r in reports] == list(range(1, len(shots) + 1))
+    assert [r["story_id"] for r in reports] == [shot["story_id"] for shot in shots]
+    assert not list((stored.artifacts / ".scratch").glob("*")), "no scratch file is left"
+
+
+def test_a_story_that_throws_fails_with_its_message(captured: Any) -> None:
+    result = captured[0][THROWS]
+    assert result["status"] == "failed"
+    assert "Broken story: render threw on purpose" in result["error"]
+    assert result["image"] is None and result["sha256"] is None
+
+
+def test_animations_are_paused_at_their_end_or_at_their_first_frame(
+    captured: Any, stored: Stored
+) -> None:
+    results = captured[0]
+    at_start = image(stored, results["example-motion--animation-at-start"])
+    # The slide's first frame: accent colour at the left; its last would be primary at 160 px.
+    assert pixel(at_start, 20, 20) == (0xDB, 0x27, 0x77)
+    assert pixel(at_start, 180, 20) == (255, 255, 255)
+    faded = image(stored, results["example-motion--fade-in"])
+    assert faded.min() < 100, "the fade-in is captured at its end, its text opaque"
+
+
+def test_the_play_function_ran_before_the_capture(captured: Any, stored: Stored) -> None:
+    results = captured[0]
+    played = image(stored, results["example-interactive--play-reveals"])
+    button = image(stored, results["example-button--primary"])
+    assert played.height > button.height + 20, "the revealed paragraph is in the shot"
+
+
+def test_the_shot_is_the_story_roots_box(captured: Any, stored: Stored) -> None:
+    results = captured[0]
+    card = image(stored, results["example-card--with-text"])
+    # layout "padded": the root spans the 1200 px viewport less 16 px of padding each side,
+    # and is as tall as the card.
+    assert card.width == 1200 - 2 * 16
+    assert 60 < card.height < 200
+    wide = image(stored, results["example-viewports--chromatic-widths [320]"])
+    assert wide.width == 320, "layout fullscreen: the root spans the viewport"
+
+
+def test_an_external_image_is_blocked_logged_and_not_waited_for(captured: Any) -> None:
+    _, _, logs = captured
+    blocked = [entry for entry in logs if entry["event"] == "request blocked"]
+    assert [(entry["url"], entry["story_id"]) for entry in blocked] == [
+        ("https://example.com/x.png", "example-images--external-image")
+    ]
+
+
+def test_a_blocked_request_costs_no_wait(browser: ChildBrowser, stored: Stored) -> None:
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        renderer.take(snapshot("example-button--primary"))
+        taken = renderer.take(snapshot("example-images--external-image"))
+    assert taken.error is None
+    assert taken.seconds < 2.0
+
+
+def test_the_web_font_is_rendered_not_its_fallback(
+    captured: Any,
+    browser: ChildBrowser,
+    stored: Stored,
+    store_variant: Callable[[Callable[[Path], None]], Stored],
+) -> None:
+    without_font = store_variant(
+        lambda folder: (folder / "fonts/inter-latin-400-normal.woff2").unlink()
+    )
+    result = capture.run(
+        capture_payload(without_font, [snapshot("example-font--web-font")]), lambda _: None
+    )
+    fallback = result["snapshots"][0]
+    assert fallback["status"] == "new"
+    web_font = captured[0]["example-font--web-font"]
+    assert image(stored, web_font).min() < 100, "the text is shown, not blank"
+    assert fallback["sha256"] != web_font["sha256"]
+
+
+def test_a_second_browser_gives_byte_identical_pngs_in_any_order(
+    captured: Any, stored: Stored, shots: list[StorySnapshot]
+) -> None:
+    second = launch()
+    try:
+        with (
+            Site(load(stored.artifacts, stored.ref)) as site,
+            StoryRenderer(site, browser=lambda: second) as renderer,
+        ):
+            again = {shot["name"]: renderer.take(shot) for shot in reversed(shots)}
+    finally:
+        second.close()
+    differing = [
+        name
+        for name, result in captured[0].items()
+        if result["sha256"] is not None and again[name].sha256 != result["sha256"]
+    ]
+    assert differing == []
+
+
+def test_the_clock_is_frozen_and_random_seeded_wherever_the_story_comes(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    story = snapshot("example-nondeterministic--date-and-random")
+    texts = []
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        for shot in (story, snapshot("example-button--primary"), story):
+            assert renderer.take(shot).error is None
+            assert renderer.page is not None
+            texts.append(renderer.page.inner_text("#storybook-root"))
+    first, _, switched = texts
+    assert first.startswith("now: 2024-01-01T12:00:00.000Z\nrandom: 0.")
+    assert switched == first, "a story switched to draws what it draws when it opens the page"
+
+
+@pytest.mark.parametrize(("crop", "size"), [("viewport", (1200, 900)), ("page", (1200, 900))])
+def test_a_story_may_ask_for_the_viewport_or_the_whole_page(
+    browser: ChildBrowser, stored: Stored, crop: str, size: tuple[int, int]
+) -> None:
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        taken = renderer.take(snapshot("example-card--with-text", crop=crop))
+    assert taken.png is not None
+    picture = pyvips.Image.new_from_buffer(taken.png, "")
+    assert (picture.width, picture.height) == size
+
+
+def test_the_capture_is_diffed_against_its_baseline(
+    captured: Any, browser: ChildBrowser, stored: Stored
+) -> None:
+    results = captured[0]
+    primary = results["example-button--primary"]
+    secondary = results["example-button--secondary"]
+    shots = [snapshot("example-button--primary"), snapshot("example-button--secondary", name="b")]
+    payload = capture_payload(
+        stored,
+        shots,
+        **{
+            "example-button--primary": {
+                "id": 1,
+                "image": primary["image"],
+                "sha256": primary["sha256"],
+            },
+            "b": {"id": 2, "image": primary["image"], "sha256": primary["sha256"]},
+        },
+    )
+    again = {r["name"]: r for r in capture.run(payload, lambda _: None)["snapshots"]}
+    assert again["example-button--primary"]["status"] == "unchanged"
+    assert again["example-button--primary"]["baseline_id"] == 1
+    changed = again["b"]
+    assert changed["status"] == "changed"
+    assert changed["sha256"] == secondary["sha256"]
+    assert (stored.artifacts / changed["diff_path"]).is_file()

@@ -1,0 +1,94 @@
+"""Failure is contained to its story: a hung page, a crashed renderer, a dead browser.
+
+The hang test costs the 15 s render cap by nature; it is the only one that waits for it. The
+crash tests kill the renderer or the browser while the hang story spins, so they fail fast, and
+each time the next story must still be captured.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from child.browser.launch import ChildBrowser, child_browser
+from child.browser.render import StoryRenderer
+from child.browser.site import Site
+from child.browser.watchdog import Watchdog
+from child.storybook import capture
+from child.storybook.stored import load
+from ipc.storybook import RENDER_CAP_SECONDS
+from tests.browser.conftest import Stored, capture_payload, snapshot
+
+HANG = "example-hang--main-thread-hang"
+NEXT = "example-button--primary"
+
+
+def test_a_hung_story_fails_on_the_cap_and_the_next_story_is_captured(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    reports: list[dict[str, Any]] = []
+    started = time.monotonic()
+    result = capture.run(capture_payload(stored, [snapshot(HANG), snapshot(NEXT)]), reports.append)
+    elapsed = time.monotonic() - started
+    hung, after = result["snapshots"]
+    assert hung["status"] == "failed"
+    assert hung["error"] == "did not finish rendering in 15 s"
+    assert hung["image"] is None
+    assert after["status"] == "new", after["error"]
+    assert [r["story_id"] for r in reports] == [HANG, NEXT]
+    assert RENDER_CAP_SECONDS <= elapsed < RENDER_CAP_SECONDS + 8
+
+
+def _later(seconds: float, action: Any) -> threading.Timer:
+    timer = threading.Timer(seconds, action)
+    timer.start()
+    return timer
+
+
+def test_a_renderer_that_crashes_fails_its_story_and_the_next_goes_on(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    browser = child_browser()  # the module's, or the one launched after a test killed it
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        assert renderer.take(snapshot(NEXT)).error is None
+        timer = _later(1.0, browser.kill_renderers)
+        started = time.monotonic()
+        crashed = renderer.take(snapshot(HANG))
+        timer.join()
+        assert time.monotonic() - started < 5
+        assert crashed.error == "the page crashed while rendering the story"
+        assert crashed.png is None
+        after = renderer.take(snapshot(NEXT))
+    assert after.error is None and after.png is not None
+    assert browser.alive(), "a renderer crash leaves the browser running"
+
+
+def test_a_browser_that_dies_fails_its_story_and_is_launched_again(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    browser = child_browser()
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        assert renderer.take(snapshot(NEXT)).error is None
+        timer = _later(1.0, lambda: os.kill(browser.pid, signal.SIGKILL))
+        died = renderer.take(snapshot(HANG))
+        timer.join()
+        assert died.error == "the browser crashed while rendering the story"
+        after = renderer.take(snapshot(NEXT))
+    assert after.error is None and after.png is not None
+    relaunched = child_browser()
+    assert relaunched.pid != browser.pid and relaunched.alive()
+
+
+def test_the_watchdog_rescues_once_past_its_deadline_and_never_when_disarmed() -> None:
+    rescued: list[float] = []
+    with Watchdog(lambda: rescued.append(time.monotonic())) as watchdog:
+        watchdog.arm(0.05, "late")
+        time.sleep(0.3)
+        assert watchdog.fired == "late" and len(rescued) == 1
+        watchdog.arm(0.05, "again")
+        watchdog.disarm()
+        time.sleep(0.2)
+        assert watchdog.fired is None and len(rescued) == 1

@@ -1,0 +1,124 @@
+"""The child's browser as a process: in the child's group, reused, gone with the child, and a
+missing executable said in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from child.browser.launch import (
+    ChildBrowser,
+    ChromiumNotFound,
+    child_browser,
+    chromium_path,
+    launch,
+)
+from ipc.storybook import CHROMIUM_VARIABLE
+from tests.browser.conftest import require_chromium
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A stand-in child: its own process group (as the fork server makes it), one browser, then sleep.
+HOLDER = """
+import sys, time
+from child.browser.launch import launch
+browser = launch()
+print("browser", browser.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_missing_executable_is_one_line_that_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    missing = tmp_path / "no-chromium"
+    monkeypatch.setenv(CHROMIUM_VARIABLE, str(missing))
+    assert chromium_path() == str(missing)
+    with pytest.raises(ChromiumNotFound) as raised:
+        launch()
+    assert str(raised.value) == (
+        f"Chromium not found at {missing}: install Debian's chromium package "
+        "(apt-get install chromium) or give run --chromium PATH"
+    )
+
+
+def test_the_browser_is_in_the_childs_group_and_reused(browser: ChildBrowser) -> None:
+    assert os.getpgid(browser.pid) == os.getpgid(0)
+    assert child_browser() is browser
+    page = browser.browser.new_page()
+    assert page.evaluate("1 + 1") == 2
+    page.close()
+
+
+def _holder() -> tuple[subprocess.Popen[str], set[int]]:
+    """A process in a group of its own holding a browser, and every process of its tree."""
+    require_chromium()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout is not None
+        line = ""
+        while not line.startswith("browser "):  # the launch logs a line of its own first
+            line = holder.stdout.readline()
+            assert line, "the holder exited before its browser was up"
+        browser_pid = int(line.split()[1])
+        tree = {holder.pid, *(p.pid for p in psutil.Process(holder.pid).children(recursive=True))}
+        assert browser_pid in tree
+        assert sum(1 for pid in tree if "chromium" in _name(pid)) >= 3, "browser, zygote, renderer"
+    except BaseException:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+        raise
+    return holder, tree
+
+
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except psutil.Error:
+        return ""
+
+
+def _left(tree: set[int], seconds: float = 10.0) -> list[int]:
+    """The processes of `tree` still running after at most `seconds` (zombies do not run)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        running = []
+        for pid in tree:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    running.append(pid)
+            except psutil.Error:
+                continue
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.05)
+
+
+def test_a_sigkilled_process_group_leaves_no_chromium() -> None:
+    holder, tree = _holder()
+    os.killpg(holder.pid, signal.SIGKILL)
+    holder.wait()
+    assert _left(tree) == []
+
+
+def test_a_child_sigkilled_alone_takes_its_browser_with_it() -> None:
+    holder, tree = _holder()
+    os.kill(holder.pid, signal.SIGKILL)  # its group lives on: the death signal must end it
+    holder.wait()
+    left = _left(tree)
+    for pid in left:  # leave nothing behind for the next test, whatever the verdict
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
