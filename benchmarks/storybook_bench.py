@@ -36,7 +36,7 @@ from child.storybook.stored import load  # noqa: E402
 from ipc.framing import recv_message, send_message  # noqa: E402
 from ipc.messages import TO_PARENT, Done, Failed, Hello, Run, Stop  # noqa: E402
 from ipc.storybook import StorybookRef, StorySnapshot  # noqa: E402
-from tests.storybook_store import store_storybook  # noqa: E402
+from supervisor.builds.storybooks import store_storybook  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "storybook" / "storybook-static"
 HANG = "example-hang--main-thread-hang"
@@ -121,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         artifacts = Path(folder)
-        ref = store_storybook(artifacts, FIXTURE)
+        ref = store_storybook(artifacts, FIXTURE).ref
         child_memory(artifacts, ref)  # first: the fork server must not inherit a browser
         shots = planned(artifacts, ref)
         time_switches(artifacts, ref, shots, args.runs)

@@ -7,7 +7,6 @@ instead, so CI can never go green without a browser.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,26 +15,18 @@ from typing import Any
 
 import pytest
 
-from child.browser.launch import ChildBrowser, child_browser, chromium_path, discard_child_browser
+from child.browser.launch import ChildBrowser, child_browser, discard_child_browser
 from ipc.storybook import (
     DEFAULT_VIEWPORT_HEIGHT,
     DEFAULT_VIEWPORT_WIDTH,
     StorybookRef,
     StorySnapshot,
 )
-from tests.storybook_store import store_storybook
+from supervisor.builds.storybooks import store_storybook
+from tests.chromium import require_chromium
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
 OPTIONS = {"metric": "yiq", "threshold": 0.1, "count_aa": False, "budget_pixels": 0}
-
-
-def require_chromium() -> None:
-    path = chromium_path()
-    if os.path.isfile(path) and os.access(path, os.X_OK):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"Chromium is required in CI, and there is none at {path}")
-    pytest.skip(f"no Chromium at {path}")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +48,7 @@ class Stored:
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
     """The fixture's build stored under a fresh artifacts folder."""
     artifacts = tmp_path_factory.mktemp("artifacts")
-    return Stored(artifacts, store_storybook(artifacts, FIXTURE))
+    return Stored(artifacts, store_storybook(artifacts, FIXTURE).ref)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +62,7 @@ def store_variant(
         shutil.copytree(FIXTURE, folder)
         change(folder)
         artifacts = tmp_path_factory.mktemp("artifacts")
-        return Stored(artifacts, store_storybook(artifacts, folder))
+        return Stored(artifacts, store_storybook(artifacts, folder).ref)
 
     return store
 

@@ -21,7 +21,7 @@ from child.browser.launch import (
     launch,
 )
 from ipc.storybook import CHROMIUM_VARIABLE
-from tests.browser.conftest import require_chromium
+from tests.chromium import require_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 #: A stand-in child: its own process group (as the fork server makes it), one browser, then sleep.

@@ -3,8 +3,6 @@ view made after the build's end commits, whose failure never fails the build or 
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 from datetime import UTC, datetime
@@ -26,6 +24,7 @@ from supervisor.host.pool import Child
 from supervisor.host.settings import HostSettings
 from supervisor.host.settle import Settler
 from tests.capture_helpers import run_build, run_cli, upload, write_png
+from tests.chromium import require_chromium
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
@@ -229,10 +228,7 @@ def test_a_report_that_cannot_be_written_lets_the_build_end_and_build_id_writes_
 
 
 def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) -> None:
-    if shutil.which("chromium") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Chromium is required in CI (apt-get install chromium)")
-        pytest.skip("chromium is not installed")
+    browser = require_chromium()
     artifacts = tmp_path / "artifacts"
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     write_png(tmp_path / "v2/a.png", marks=MOVED)
@@ -244,7 +240,7 @@ def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) 
     shot = tmp_path / "report.png"
     subprocess.run(
         [
-            "chromium",
+            browser,
             "--headless",
             "--no-sandbox",
             "--disable-gpu",

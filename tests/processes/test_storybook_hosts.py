@@ -23,6 +23,7 @@ from sqlalchemy import Engine, select
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, jobs, snapshots
+from tests.chromium import require_chromium
 from tests.hosts import HostProcess, StartHost, hosts, wait_for
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
@@ -58,8 +59,9 @@ EXPECTED = {
 
 
 @pytest.fixture(autouse=True)
-def chromium_is_required(require_chromium: None) -> None:
+def chromium_is_required() -> None:
     """Every test here renders in Chromium (missing: a failure under CI=true, else a skip)."""
+    require_chromium()
 
 
 @pytest.fixture
@@ -152,14 +154,19 @@ def test_a_killed_child_and_a_killed_host_leave_no_chromium_behind(
     child = wait_for(lambda: _child_rendering(engine, host), timeout=60)
     browsers = wait_for(lambda: _browser_of(child), timeout=30)
     psutil.Process(child).send_signal(signal.SIGKILL)
-    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in browsers), timeout=10)
+    wait_for(
+        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in browsers),
+        timeout=10,
+    )
     wait_for(lambda: _child_rendering(engine, host, other_than=child), timeout=60)
     host.signal(signal.SIGKILL)
     host.wait(10)
     wait_for(lambda: not chromium_started_since(began), timeout=15)
 
 
-def _child_rendering(engine: Engine, host: HostProcess, other_than: int | None = None) -> int | None:
+def _child_rendering(
+    engine: Engine, host: HostProcess, other_than: int | None = None
+) -> int | None:
     """The pid of a child of `host` running a capture job (not `other_than`)."""
     with engine.connect() as conn:
         pids = conn.execute(
@@ -171,7 +178,9 @@ def _child_rendering(engine: Engine, host: HostProcess, other_than: int | None =
 def _browser_of(child: int) -> list[psutil.Process] | None:
     try:
         found = [
-            p for p in psutil.Process(child).children(recursive=True) if p.name().startswith("chrom")
+            p
+            for p in psutil.Process(child).children(recursive=True)
+            if p.name().startswith("chrom")
         ]
     except psutil.Error:
         return None
