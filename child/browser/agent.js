@@ -148,15 +148,19 @@
       return null;
     },
 
-    // Whether fonts and images have all loaded (a blocked image counts: it failed at once).
+    // Whether fonts and images have all loaded (a blocked image counts: it failed at once). A
+    // lazy image is made eager: the shot may cover more than the viewport, where it would
+    // otherwise never load.
     assetsReady() {
-      if (document.fonts && document.fonts.status !== 'loaded') return false;
+      let ready = !document.fonts || document.fonts.status === 'loaded';
       for (const root of roots()) {
         for (const image of root.querySelectorAll('img')) {
-          if (!image.complete) return false;
+          if (image.complete) continue;
+          if (image.loading === 'lazy') image.loading = 'eager';
+          ready = false;
         }
       }
-      return true;
+      return ready;
     },
 
     // Pause every animation and transition: at its end, or at its first frame. An animation

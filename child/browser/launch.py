@@ -35,6 +35,7 @@ from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from child.browser.flags import chromium_flags
 from child.worker import resources
+from child.worker.resources import OutOfResources
 from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
 
 log = structlog.get_logger(__name__)
@@ -186,8 +187,12 @@ def _wait_for_port(process: subprocess.Popen[bytes], profile: Path, timeout: flo
             return int(announced.read_text().split()[0])
         status = process.poll()
         if status is not None:
+            tail = _tail(profile)
+            if any(phrase in tail for phrase in resources.RESOURCE_MESSAGES):
+                # No thread or memory for it (a pids limit): the host's trouble, not the job's.
+                raise OutOfResources(f"out of resources: Chromium could not start: {tail}")
             raise BrowserUnavailable(
-                f"Chromium exited with status {status} before it was ready: {_tail(profile)}"
+                f"Chromium exited with status {status} before it was ready: {tail}"
             )
         if time.monotonic() > deadline:
             raise BrowserUnavailable(

@@ -159,8 +159,8 @@ class StoryRenderer:
         self, browser: ChildBrowser, snapshot: StorySnapshot, started: float, delay: float
     ) -> tuple[bytes, bool, int]:
         render_deadline = started + self._cap
-        page = self._ensure_page(browser, snapshot["viewport"])
         try:
+            page = self._ensure_page(browser, snapshot["viewport"])
             self._show(page, snapshot["story_id"], render_deadline)
             outcome = self._poll(page, "() => window.__storyshelf.outcome()", render_deadline)
             if "error" in outcome:

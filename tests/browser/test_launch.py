@@ -14,12 +14,14 @@ import psutil
 import pytest
 
 from child.browser.launch import (
+    BrowserUnavailable,
     ChildBrowser,
     ChromiumNotFound,
     child_browser,
     chromium_path,
     launch,
 )
+from child.worker.resources import OutOfResources
 from ipc.storybook import CHROMIUM_VARIABLE
 from tests.chromium import require_chromium
 
@@ -46,6 +48,27 @@ def test_a_missing_executable_is_one_line_that_says_what_to_do(
         f"Chromium not found at {missing}: install Debian's chromium package "
         "(apt-get install chromium) or give run --chromium PATH"
     )
+
+
+def _fake_chromium(folder: Path, says: str, status: int) -> str:
+    fake = folder / "chromium"
+    fake.write_text(f"#!/bin/sh\necho '{says}' >&2\nexit {status}\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_a_browser_that_exits_at_start_says_so_with_its_last_words(tmp_path: Path) -> None:
+    with pytest.raises(BrowserUnavailable) as raised:
+        launch(_fake_chromium(tmp_path, "cannot open display: nothing here", 3))
+    assert str(raised.value) == (
+        "Chromium exited with status 3 before it was ready: cannot open display: nothing here"
+    )
+
+
+def test_a_browser_without_threads_at_start_is_the_hosts_trouble(tmp_path: Path) -> None:
+    says = "pthread_create: Resource temporarily unavailable (11)"
+    with pytest.raises(OutOfResources):
+        launch(_fake_chromium(tmp_path, says, 1))
 
 
 def test_the_browser_is_in_the_childs_group_and_reused(browser: ChildBrowser) -> None:
