@@ -60,6 +60,16 @@ def store_storybook(artifacts: Path, folder: Path) -> StoredStorybook:
         entries = read_index_file(folder)
     except IndexProblem as error:
         raise UploadError(str(error)) from None
+    stories = sum(1 for entry in entries if entry.type == "story")
+    return store_files(artifacts, folder, stories)
+
+
+def store_files(artifacts: Path, folder: Path, stories: int = 0) -> StoredStorybook:
+    """Store every file of `folder` and its manifest, without looking at what they are.
+
+    `store_storybook` checks the build first; this alone is what a store may hold that no
+    upload checked (written by another version, or by hand), which a child must refuse itself.
+    """
     files = _build_files(folder)
     try:
         digests = {path: sha256_of(source) for path, source in files.items()}
@@ -76,7 +86,6 @@ def store_storybook(artifacts: Path, folder: Path) -> StoredStorybook:
         raise UploadError(
             f"{artifacts}: cannot store the Storybook there: {error.strerror or error}"
         ) from None
-    stories = sum(1 for entry in entries if entry.type == "story")
     size = sum(source.stat().st_size for source in files.values())
     return StoredStorybook(
         StorybookRef(manifest=manifest_key(digest), sha256=digest),

@@ -22,7 +22,7 @@ from ipc.storybook import (
     StorybookRef,
     StorySnapshot,
 )
-from supervisor.builds.storybooks import store_storybook
+from supervisor.builds.storybooks import store_files, store_storybook
 from tests.chromium import require_chromium
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
@@ -55,14 +55,15 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
 def store_variant(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[[Callable[[Path], None]], Stored]:
-    """Stores a copy of the fixture changed by a function of its folder (a file removed...)."""
+    """Stores a copy of the fixture changed by a function of its folder (a file removed...),
+    unchecked: as a store may hold what no upload would take."""
 
     def store(change: Callable[[Path], None]) -> Stored:
         folder = tmp_path_factory.mktemp("variant") / "storybook-static"
         shutil.copytree(FIXTURE, folder)
         change(folder)
         artifacts = tmp_path_factory.mktemp("artifacts")
-        return Stored(artifacts, store_storybook(artifacts, folder).ref)
+        return Stored(artifacts, store_files(artifacts, folder).ref)
 
     return store
 
