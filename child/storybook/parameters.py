@@ -27,8 +27,8 @@ about whether its picture matters.
   `chromatic.diffIncludeAntiAliasing` -> `count_aa`; None for both leaves the project's;
 * `chromatic.pauseAnimationAtEnd`, True unless it is False;
 * crop: "viewport" for `chromatic.cropToViewport: true`, "page" for storycap's
-  `screenshot.fullPage: true`, else "root" (the bounding box of the story root's content, as
-  Chromatic crops). `layout: "fullscreen"` keeps "root": Chromatic crops such stories to their
+  `screenshot.fullPage: true`, else "root" (the box of the story's root element, `#storybook-root`,
+  as Chromatic crops). `layout: "fullscreen"` keeps "root": Chromatic crops such stories to their
   root too, and a full-width page's root spans the viewport's width anyway.
 
 **Malformed values** (a string where a number belongs, a threshold of 3) never raise and never
