@@ -55,6 +55,7 @@ from supervisor.host.drain import Drain
 from supervisor.host.health import DatabaseBackoff, SpawnBackoff
 from supervisor.host.inflight import InFlight
 from supervisor.host.lease import LeaseKeeper
+from supervisor.host.memory import TreeMemory
 from supervisor.host.pool import Child, Pool
 from supervisor.host.running import Running, StopReason
 from supervisor.host.settings import HostSettings
@@ -128,6 +129,7 @@ class Host:
         self.database = DatabaseBackoff(self.rand)
         self.drain = Drain(settings.drain_seconds)
         self.oom = OomCounter()
+        self.memory = TreeMemory()
         self.stopped = False
         self.last_work_at: float | None = None
         #: The last claim found no work (with --drain, time to ask whether the queue is empty).
@@ -380,8 +382,10 @@ class Host:
         if now < self.timers.memory_check_at:
             return
         self.timers.memory_check_at = now + MEMORY_CHECK_SECONDS
-        for child in list(self.pool.children.values()):
-            memory = self.pool.memory_bytes(child)
+        children = list(self.pool.children.values())
+        held = self.memory.measure([child.pid for child in children], now)
+        for child in children:
+            memory = held[child.pid]
             if memory > self.settings.hard_rss_bytes:
                 self.pool.kill(child, "memory limit")
             elif memory > self.settings.soft_rss_bytes and not child.stopping:

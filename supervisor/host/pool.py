@@ -18,7 +18,6 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-import psutil
 import structlog
 
 from ipc.forkserver import ForkServerGone
@@ -214,24 +213,6 @@ class Pool:
         """Close a reaped child's socket."""
         child.closed = True
         child.sock.close()
-
-    def memory_bytes(self, child: Child) -> int:
-        """Memory the child and everything it started hold: the sum of their proportional set
-        sizes (PSS), which the memory limits are measured against.
-
-        A child's browser is a dozen processes sharing most of their pages; the sum of their
-        resident sizes counts each shared page a dozen times, PSS counts it once, split among
-        its sharers, so the total is what the host would get back by killing the child.
-        """
-        try:
-            process = psutil.Process(child.pid)
-            total = int(process.memory_full_info().pss)
-            for descendant in process.children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    total += int(descendant.memory_full_info().pss)
-            return total
-        except psutil.Error:
-            return 0
 
     def kill_all(self, reason: KillReason) -> None:
         """Kill every child (the host is leaving, or cannot work)."""
