@@ -3,9 +3,10 @@
 The payload (built by `supervisor.builds.capture.prepare`) carries all this needs: the artifacts
 root, the diff options, the folder for diff images, and each snapshot with its baseline's path
 and SHA-256. A payload that names a Storybook build (`"storybook"`) is one capture kind too: its
-snapshots are stories, rendered in the browser first (`child.storybook.capture`). One bad snapshot (a damaged image, a path that leaves the artifacts root) fails
-only itself, so a shard always returns a result for every snapshot; only a broken payload or
-a native crash fails the job.
+snapshots are stories, rendered in the browser first (`child.storybook.capture`). One bad
+snapshot (a damaged image, a path that leaves the artifacts root) fails only itself, so a shard
+always returns a result for every snapshot; only a broken payload or a native crash fails the
+job.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SnapshotResult = dict[str, Any]
 def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Capture every snapshot of the payload, reporting progress after each."""
     if "storybook" in payload:
+        # Imported here: the story capture builds on this module's `capture_one`.
         from child.storybook import capture as stories
 
         return stories.run(payload, progress)
