@@ -255,15 +255,21 @@ class StoryRenderer:
         if crop == "root":
             box = self._call(page, "() => window.__storyshelf.rootBox()", None, deadline)
             if box and box["width"] > 0 and box["height"] > 0:
-                return page.screenshot(clip=box, full_page=True, **common)
+                # A whole-page shot resizes the page and lays it out again, twice: only a root
+                # that reaches past the viewport needs one.
+                viewport = snapshot["viewport"]
+                inside = box["x"] + box["width"] <= viewport["width"] and (
+                    box["y"] + box["height"] <= viewport["height"]
+                )
+                return page.screenshot(clip=box, full_page=not inside, **common)
             log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
         return page.screenshot(full_page=crop == "page", **common)
 
     def _call(self, page: Page, function: str, arg: Any, deadline: float) -> Any:
-        """`function(arg)` evaluated in the page, within `deadline` (a hung page times out)."""
-        wrapped = f"(arg) => ({{ value: ({function})(arg) }})"
-        handle = page.wait_for_function(wrapped, arg=arg, timeout=self._remaining_ms(deadline))
-        return handle.json_value()["value"]
+        """`function(arg)` evaluated in the page. A page whose main thread hangs never answers,
+        and no Playwright timeout ends the wait: the watchdog, armed for the story, kills its
+        renderers, and the call raises."""
+        return page.evaluate(function, arg)
 
     def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
         """The first truthy value of `predicate` in the page, looked at every `POLL_MS`."""
