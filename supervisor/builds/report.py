@@ -150,6 +150,14 @@ def _header(view: BuildView, title: str) -> str:
     commit = f" at {escape(view.commit)}" if view.commit else ""
     finished = f", finished {view.finished_at:%Y-%m-%d %H:%M:%S} UTC" if view.finished_at else ""
     error = f'<p class="error">{escape(view.error)}</p>' if view.error else ""
+    if view.removed:
+        names = ", ".join(f"<code>{escape(name)}</code>" for name in view.removed)
+        error += f'<p class="meta">removed since the baselines: {names}</p>'
+    if view.skipped:
+        names = ", ".join(
+            f"<code>{escape(s['story_id'])}</code> ({escape(s['reason'])})" for s in view.skipped
+        )
+        error += f'<p class="meta">left out: {names}</p>'
     sources = ", ".join(str(build_id) for build_id in view.baseline_builds)
     baselines = f"baselines from build {sources}" if sources else "no baselines"
     return (
@@ -189,7 +197,6 @@ def _story(snapshot: SnapshotView) -> str:
         else ""
     )
     return f'<p class="meta">story <code>{escape(snapshot.name)}</code>{unsettled}</p>'
-
 
 
 def _facts(snapshot: SnapshotView) -> str:

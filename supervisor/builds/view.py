@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from supervisor.db.tables import BuildSource, builds, projects, snapshots
+from supervisor.db.tables import BuildSource, build_baselines, builds, projects, snapshots
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,8 @@ class BuildView:
     source: BuildSource = "images"
     #: A Storybook build's plan once it has run: the stories it left out, and why.
     skipped: tuple[dict[str, str], ...] = ()
+    #: Names its baselines had that it has not (a story deleted or renamed), once it ended.
+    removed: tuple[str, ...] = ()
 
     @property
     def ended(self) -> bool:
@@ -118,6 +120,7 @@ class BuildView:
             "error": self.error,
             "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
             "skipped": [dict(story) for story in self.skipped],
+            "removed": list(self.removed),
         }
 
 
@@ -146,7 +149,21 @@ def load_build(conn: Connection, build_id: int) -> BuildView | None:
         snapshots=_load_snapshots(conn, build_id),
         source=m["source"],
         skipped=tuple(plan.get("skipped", ())),
+        removed=_removed(conn, build_id, plan) if m["finished_at"] is not None else (),
     )
+
+
+def _removed(conn: Connection, build_id: int, plan: dict[str, Any]) -> tuple[str, ...]:
+    """The names a Storybook build's frozen baselines have and its snapshots lack, less the
+    stories its plan left out on purpose (an opted-out story is not a removed one)."""
+    skipped = {story["story_id"] for story in plan.get("skipped", ())}
+    captured = select(snapshots.c.name).where(snapshots.c.build_id == build_id)
+    names = conn.execute(
+        select(build_baselines.c.name)
+        .where(build_baselines.c.build_id == build_id, build_baselines.c.name.not_in(captured))
+        .order_by(build_baselines.c.name)
+    ).scalars()
+    return tuple(name for name in names if name.split(" [", 1)[0] not in skipped)
 
 
 def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]:
@@ -209,6 +226,14 @@ def format_build(view: BuildView, artifacts: Path) -> str:
         lines += ["", *_table(view.snapshots, stories=view.source == "storybook")]
     if view.skipped:
         lines += ["", *(f"skipped   {s['story_id']}: {s['reason']}" for s in view.skipped)]
+    if view.removed:
+        lines += [
+            "",
+            *(
+                f"removed   {name} (a baseline this build has no story for)"
+                for name in view.removed
+            ),
+        ]
     return "\n".join(lines)
 
 

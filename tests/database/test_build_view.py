@@ -27,6 +27,7 @@ BUILD_KEYS = {
     "snapshots",
     "source",
     "skipped",
+    "removed",
 }
 SNAPSHOT_KEYS = {
     "name",

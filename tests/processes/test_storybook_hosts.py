@@ -9,6 +9,7 @@ children, other browsers), must give byte-identical images, so every story settl
 
 from __future__ import annotations
 
+import json
 import shutil
 import signal
 import time
@@ -21,6 +22,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.builds.view import load_build
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, jobs, snapshots
 from tests.chromium import require_chromium
@@ -33,6 +35,8 @@ STORY_HOST = (
     "--concurrency", "2", "--lease-seconds", "45", "--stall-seconds", "30",
     "--backoff-base-seconds", "0.1", "--poll-seconds", "0.3", "--drain-seconds", "10",
 )  # fmt: skip
+#: The story the second build's branch deletes.
+REMOVED = "example-card--with-text"
 #: The fixture's snapshots: 20 stories, two opted out, two with two sizes each.
 EXPECTED = {
     "example-broken--throws-in-render": "failed",
@@ -106,7 +110,7 @@ def chromium_started_since(moment: float) -> list[psutil.Process]:
 
 
 def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
-    engine: Engine, artifacts: Path, start_host: StartHost
+    engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
 ) -> None:
     main = queue_storybook(engine, artifacts, FIXTURE, "main")
     assert start_host(*STORY_HOST, "--drain").wait(180) == 0
@@ -133,9 +137,18 @@ def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
             stored = artifacts / row["image_path"]
             assert stored.is_file() and row["settled"] is True, row["name"]
 
-    feature = queue_storybook(engine, artifacts, FIXTURE, "feature")
+    # The branch deletes one story: the same build less one index entry.
+    branch = shutil.copytree(FIXTURE, tmp_path / "branch")
+    index = json.loads((branch / "index.json").read_text())
+    del index["entries"][REMOVED]
+    (branch / "index.json").write_text(json.dumps(index))
+    feature = queue_storybook(engine, artifacts, branch, "feature")
     assert start_host(*STORY_HOST, "--drain").wait(180) == 0
     second = results(engine, feature)
+    assert set(second) == set(EXPECTED) - {REMOVED}
+    with engine.connect() as conn:
+        view = load_build(conn, feature)
+    assert view is not None and view.removed == (REMOVED,)
     for name, row in second.items():
         if EXPECTED[name] == "failed":
             assert row["status"] == "failed", name
