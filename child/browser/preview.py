@@ -27,7 +27,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from child.browser.watchdog import Watchdog
+from child.browser.watchdog import BEAT_SECONDS, Watchdog
 
 #: How long a preview may take to load and describe its stories.
 PREVIEW_TIMEOUT_SECONDS = 30.0
@@ -113,21 +113,39 @@ def read_stories(
     url: str,
     kill_page: Callable[[], object],
     timeout: float = PREVIEW_TIMEOUT_SECONDS,
+    beat: Callable[[], None] = lambda: None,
 ) -> PreviewStories:
     """Load the preview at `url` in `page` (with the capture agent installed) and extract it;
-    `kill_page` ends the page's renderer when it outlives `timeout` (from another thread)."""
+    `kill_page` ends the page's renderer when it outlives `timeout` (from another thread), and
+    `beat` is called every `BEAT_SECONDS` of waiting for the preview (the job's progress)."""
     late = f"the preview did not describe its stories in {timeout:g} s"
     with Watchdog(kill_page) as watchdog:
         watchdog.arm(timeout, late)
         try:
-            return _read(page, url, timeout)
+            return _read(page, url, timeout, beat)
         except PreviewError as error:
             if watchdog.fired:
                 raise PreviewError(late) from error
             raise
 
 
-def _read(page: Page, url: str, timeout: float) -> PreviewStories:
+def _extract(page: Page, deadline: float, beat: Callable[[], None]) -> Any:
+    """The preview's answer to `EXTRACT`, waited for in slices of `BEAT_SECONDS`, with a beat
+    after each; `PlaywrightTimeout` once `deadline` passes."""
+    while True:
+        slice_seconds = max(0.001, min(BEAT_SECONDS, deadline - time.monotonic()))
+        try:
+            handle = page.wait_for_function(
+                EXTRACT, arg=NO_PREVIEW_SECONDS * 1000, polling=50, timeout=slice_seconds * 1000
+            )
+            return handle.json_value()
+        except PlaywrightTimeout:
+            if time.monotonic() >= deadline:
+                raise
+            beat()
+
+
+def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> PreviewStories:
     deadline = time.monotonic() + timeout
     try:
         response = page.goto(url, wait_until="commit", timeout=timeout * 1000)
@@ -137,12 +155,8 @@ def _read(page: Page, url: str, timeout: float) -> PreviewStories:
         raise PreviewError(f"the preview did not load: {_first_line(error)}") from None
     if response is not None and response.status >= 400:
         raise PreviewError(f"the preview's page answered HTTP {response.status}")
-    remaining = max(0.0, deadline - time.monotonic())
     try:
-        handle = page.wait_for_function(
-            EXTRACT, arg=NO_PREVIEW_SECONDS * 1000, polling=50, timeout=remaining * 1000
-        )
-        answer = handle.json_value()
+        answer = _extract(page, deadline, beat)
     except PlaywrightTimeout:
         raise PreviewError(
             f"the preview did not describe its stories in {timeout:g} s{_errors(page)}"

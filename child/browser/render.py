@@ -37,14 +37,14 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import structlog
-from playwright.sync_api import BrowserContext, Page, Request
+from playwright.sync_api import BrowserContext, Page, Request, Response
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, Site
-from child.browser.watchdog import Watchdog
+from child.browser.watchdog import BEAT_SECONDS, Watchdog
 from ipc.storybook import MAX_DELAY_MS, MAX_SHOTS, RENDER_CAP_SECONDS, StorySnapshot, Viewport
 
 log = structlog.get_logger(__name__)
@@ -75,6 +75,12 @@ class Capture:
     shots: int = 0
 
 
+class ServeFailed(RuntimeError):
+    """The child's own server failed a request of the page (a thread it could not start, a
+    connection reset): the capture would show a story without its styles or scripts, so the
+    job fails, to be tried again, instead of recording it."""
+
+
 class StoryFailed(Exception):
     """The story failed; its message is the snapshot's error."""
 
@@ -102,8 +108,15 @@ class StoryRenderer:
         switch: Switch = "channel",
         cap_seconds: float = RENDER_CAP_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        beat: Callable[[], None] = lambda: None,
     ) -> None:
         self.site = site
+        #: Called at least every `BEAT_SECONDS` while a story renders and settles, so that the
+        #: stall watchdog sees a child waiting on a slow page alive (it raises on a cancel).
+        self._beat = beat
+        self._beaten_at = 0.0
+        #: A request of the page that the child's server failed, since the story began.
+        self._serve_failure: str | None = None
         self.guard = RequestGuard(site.origin)
         self._browser_of = browser
         self._switch = switch
@@ -134,6 +147,7 @@ class StoryRenderer:
         started = self._clock()
         story_id = snapshot["story_id"]
         self.guard.story_id = story_id
+        self._serve_failure = None
         browser = self._browser_of()
         self._live = browser
         delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS) / 1000
@@ -149,6 +163,10 @@ class StoryRenderer:
             self._watchdog.disarm()
         if self._watchdog.fired:  # it fired as the last shot came back: the page is gone
             self._close_page()
+        if self._serve_failure is not None:
+            failure, self._serve_failure = self._serve_failure, None
+            self._close_page()  # what it cached of the failed load must not be reused
+            raise ServeFailed(f"the child's server failed the page's request for {failure}")
         seconds = self._clock() - started
         log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
         return Capture(
@@ -195,7 +213,8 @@ class StoryRenderer:
             self._page.on("crash", self._on_crash)
             self._page.on("request", self._on_request_started)
             self._page.on("requestfinished", self._on_request_ended)
-            self._page.on("requestfailed", self._on_request_ended)
+            self._page.on("requestfailed", self._on_request_failed)
+            self._page.on("response", self._on_response)
         elif viewport != self._viewport:
             self._page.set_viewport_size({"width": viewport["width"], "height": viewport["height"]})
             self._viewport = viewport
@@ -224,6 +243,7 @@ class StoryRenderer:
         while self._in_flight > 0 or self._clock() - self._last_activity < QUIET_SECONDS:
             if self._clock() > deadline:
                 raise PlaywrightTimeout("the network did not go quiet")
+            self._beat_now()
             page.wait_for_timeout(POLL_MS)
 
     def _shoot(
@@ -272,11 +292,24 @@ class StoryRenderer:
         return page.evaluate(function, arg)
 
     def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
-        """The first truthy value of `predicate` in the page, looked at every `POLL_MS`."""
-        handle = page.wait_for_function(
-            predicate, polling=POLL_MS, timeout=self._remaining_ms(deadline)
-        )
-        return handle.json_value()
+        """The first truthy value of `predicate` in the page, looked at every `POLL_MS`, with a
+        beat every `BEAT_SECONDS` of waiting."""
+        while True:
+            slice_end = min(deadline, self._clock() + BEAT_SECONDS)
+            try:
+                handle = page.wait_for_function(
+                    predicate, polling=POLL_MS, timeout=self._remaining_ms(slice_end)
+                )
+                return handle.json_value()
+            except PlaywrightTimeout:
+                if self._clock() >= deadline:
+                    raise
+                self._beat_now()
+
+    def _beat_now(self) -> None:
+        if self._clock() - self._beaten_at >= BEAT_SECONDS:
+            self._beaten_at = self._clock()
+            self._beat()
 
     def _remaining_ms(self, deadline: float) -> float:
         return max(1.0, (deadline - self._clock()) * 1000)
@@ -310,6 +343,19 @@ class StoryRenderer:
     def _on_request_ended(self, request: Request) -> None:
         self._in_flight = max(0, self._in_flight - 1)
         self._last_activity = self._clock()
+
+    def _on_response(self, response: Response) -> None:
+        if response.status >= 500 and response.url.startswith(self.site.origin):
+            path = response.url.removeprefix(self.site.origin)
+            self._serve_failure = f"{path}: HTTP {response.status}"
+
+    def _on_request_failed(self, request: Request) -> None:
+        self._on_request_ended(request)
+        failure = request.failure or "failed"
+        # Requests to elsewhere are the guard's to abort; one the page itself dropped (a
+        # navigation, a removed image) is ERR_ABORTED and no fault of the server's.
+        if request.url.startswith(self.site.origin) and "ERR_ABORTED" not in failure:
+            self._serve_failure = f"{request.url.removeprefix(self.site.origin)}: {failure}"
 
     def _close_page(self) -> None:
         context, self._context, self._page, self._shown = self._context, None, None, None

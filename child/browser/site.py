@@ -124,8 +124,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             file = stored.open("rb")
         except OSError:
+            # The build lists it: the store lost it, which is no fault of the story's. A 5xx
+            # tells the page's renderer (`child.browser.render`) not to record the capture.
             log.warning("a file of the build is missing from the artifacts", path=relative)
-            self._empty(HTTPStatus.NOT_FOUND)
+            self._empty(HTTPStatus.INTERNAL_SERVER_ERROR)
             return
         with file:
             size = file.seek(0, 2)

@@ -22,6 +22,11 @@ from child.worker.resources import OutOfResources
 
 log = structlog.get_logger(__name__)
 
+#: The longest a wait on a slow (not hung) page goes between two beats: the job's progress, so
+#: that the parent's stall watchdog sees a child waiting on its browser alive. A hung page gives
+#: no beat; this module's watchdog ends it.
+BEAT_SECONDS = 1.0
+
 
 class Watchdog:
     """Calls `rescue` from its own thread when an armed deadline passes; a context manager."""

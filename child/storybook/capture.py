@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from child.browser.launch import child_browser
 from child.browser.render import Capture, StoryRenderer
 from child.browser.site import Site
 from child.capture.shard import SnapshotResult, capture_one, diff_options, failed_result
@@ -46,7 +47,13 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     shots = payload["snapshots"]
     build = load(root, payload["storybook"])
     results: list[SnapshotResult] = []
-    with Site(build) as site, StoryRenderer(site) as renderer:
+    child_browser()  # launched (or found alive) before the first story: it can take seconds
+    progress({"done": 0, "total": len(shots)})
+
+    def beat() -> None:
+        progress({"done": len(results), "total": len(shots), "waiting": True})
+
+    with Site(build) as site, StoryRenderer(site, beat=beat) as renderer:
         for done, shot in enumerate(shots, start=1):
             capture = renderer.take(shot)
             results.append(settle(root, diff_dir, shot, capture, options))

@@ -47,9 +47,15 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     with Site(build) as site:
         guard = RequestGuard(site.origin)
         browser = child_browser()
+        progress({"entries": len(entries), "browser": True})
         context, page = open_page(browser, guard)
         try:
-            described = read_stories(page, site.url("iframe.html"), browser.kill_renderers)
+            described = read_stories(
+                page,
+                site.url("iframe.html"),
+                browser.kill_renderers,
+                beat=lambda: progress({"entries": len(entries), "waiting": True}),
+            )
         except PreviewError as error:
             log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
             return _failed(f"the Storybook preview did not load: {error}")

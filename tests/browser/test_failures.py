@@ -13,8 +13,10 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from child.browser.launch import ChildBrowser, child_browser
-from child.browser.render import StoryRenderer
+from child.browser.render import ServeFailed, StoryRenderer
 from child.browser.site import Site
 from child.browser.watchdog import Watchdog
 from child.storybook import capture
@@ -38,7 +40,7 @@ def test_a_hung_story_fails_on_the_cap_and_the_next_story_is_captured(
     assert hung["error"] == "did not finish rendering in 15 s"
     assert hung["image"] is None
     assert after["status"] == "new", after["error"]
-    assert [r["story_id"] for r in reports] == [HANG, NEXT]
+    assert [r["story_id"] for r in reports if "story_id" in r] == [HANG, NEXT]
     assert RENDER_CAP_SECONDS <= elapsed < RENDER_CAP_SECONDS + 8
 
 
@@ -92,3 +94,19 @@ def test_the_watchdog_rescues_once_past_its_deadline_and_never_when_disarmed() -
         watchdog.disarm()
         time.sleep(0.2)
         assert watchdog.fired is None and len(rescued) == 1
+
+
+def test_a_build_file_the_store_lost_fails_the_job_instead_of_recording_a_bare_page(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """The stylesheet is listed by the manifest but gone from the artifacts: the page would
+    render unstyled, and two equal shots of it would be recorded as the story. The job fails
+    (and is tried again) naming the file instead."""
+    variant: Stored = store_variant(lambda folder: None)
+    build = load(variant.artifacts, variant.ref)
+    (css,) = [path for path in build.files if path.endswith(".css")]
+    stored = build.path_of(css)
+    assert stored is not None
+    stored.unlink()
+    with pytest.raises(ServeFailed, match=f"/{css}: HTTP 500"):
+        capture.run(capture_payload(variant, [snapshot(NEXT)]), lambda _report: None)
