@@ -26,6 +26,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import structlog
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
 from child.browser.flags import chromium_flags
+from child.browser.watchdog import BEAT_SECONDS
 from child.worker import resources
 from child.worker.resources import OutOfResources
 from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
@@ -118,13 +120,17 @@ class ChildBrowser:
 
 
 def launch(
-    executable: str | None = None, *, timeout: float = START_TIMEOUT_SECONDS
+    executable: str | None = None,
+    *,
+    timeout: float = START_TIMEOUT_SECONDS,
+    beat: Callable[[], None] = lambda: None,
 ) -> ChildBrowser:
     """Start Chromium in this process's group and connect Playwright to it.
 
     Must run on the child's main thread (see the module docstring). Raises `ChromiumNotFound`
     or `BrowserUnavailable` with one line, or `OutOfResources` when the host lacks a process
-    or memory for it.
+    or memory for it. `beat` is called every `BEAT_SECONDS` while Chromium starts (slow on a
+    loaded host), and once more before Playwright connects.
     """
     path = executable or chromium_path()
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -137,7 +143,8 @@ def launch(
     try:
         process = _start(path, profile)
         try:
-            port = _wait_for_port(process, profile, timeout)
+            port = _wait_for_port(process, profile, timeout, beat)
+            beat()
             driver = _driver()
             browser = driver.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
         except BaseException:
@@ -178,11 +185,17 @@ def _start(path: str, profile: Path) -> subprocess.Popen[bytes]:
         ) from None
 
 
-def _wait_for_port(process: subprocess.Popen[bytes], profile: Path, timeout: float) -> int:
+def _wait_for_port(
+    process: subprocess.Popen[bytes], profile: Path, timeout: float, beat: Callable[[], None]
+) -> int:
     """The DevTools port Chromium announces once it is ready; an error if it exits or stalls."""
     announced = profile / "DevToolsActivePort"
     deadline = time.monotonic() + timeout
+    beaten = time.monotonic()
     while True:
+        if time.monotonic() - beaten >= BEAT_SECONDS:
+            beaten = time.monotonic()
+            beat()
         with contextlib.suppress(OSError, ValueError, IndexError):
             return int(announced.read_text().split()[0])
         status = process.poll()
@@ -239,8 +252,9 @@ def _running(pid: int) -> bool:
 _current: ChildBrowser | None = None
 
 
-def child_browser() -> ChildBrowser:
-    """This child's browser: launched on first use, reused after, launched again once dead."""
+def child_browser(beat: Callable[[], None] = lambda: None) -> ChildBrowser:
+    """This child's browser: launched on first use, reused after, launched again once dead
+    (`beat`: see `launch`)."""
     global _current
     if _current is not None and _current.alive():
         return _current
@@ -248,7 +262,7 @@ def child_browser() -> ChildBrowser:
         log.warning("browser found dead, launching another", pid=_current.pid)
         _current.close()
         _current = None
-    _current = launch()
+    _current = launch(beat=beat)
     return _current
 
 

@@ -47,13 +47,16 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     shots = payload["snapshots"]
     build = load(root, payload["storybook"])
     results: list[SnapshotResult] = []
-    child_browser()  # launched (or found alive) before the first story: it can take seconds
-    progress({"done": 0, "total": len(shots)})
 
     def beat() -> None:
         progress({"done": len(results), "total": len(shots), "waiting": True})
 
-    with Site(build) as site, StoryRenderer(site, beat=beat) as renderer:
+    child_browser(beat)  # launched (or found alive) before the first story: it can take seconds
+    progress({"done": 0, "total": len(shots)})
+    with (
+        Site(build) as site,
+        StoryRenderer(site, beat=beat, browser=lambda: child_browser(beat)) as renderer,
+    ):
         for done, shot in enumerate(shots, start=1):
             capture = renderer.take(shot)
             results.append(settle(root, diff_dir, shot, capture, options))

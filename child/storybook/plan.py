@@ -46,7 +46,7 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
         return _failed("the Storybook build has no iframe.html (is it a static build?)")
     with Site(build) as site:
         guard = RequestGuard(site.origin)
-        browser = child_browser()
+        browser = child_browser(lambda: progress({"entries": len(entries), "waiting": True}))
         progress({"entries": len(entries), "browser": True})
         context, page = open_page(browser, guard)
         try:
