@@ -539,7 +539,9 @@ class Host:
         timers = self.timers
         deadlines = [timers.cancel_check_at, timers.memory_check_at, now + LONGEST_WAIT_SECONDS]
         if any(child.ready for child in self.pool.children.values()):
-            deadlines.append(timers.poll_at)  # a poll only matters with a child to give work
+            # A poll only matters with a child to give work, and not before claims may resume:
+            # a poll due while they are paused would wake the loop at once, again and again.
+            deadlines.append(max(timers.poll_at, timers.claims_paused_until))
         if self.drain.until is not None:
             deadlines.append(self.drain.until)
         if self.settler.completions_since is not None:

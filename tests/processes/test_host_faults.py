@@ -210,6 +210,12 @@ def test_a_child_without_threads_gives_its_job_back_unspent_and_the_build_ends_w
         queued = upload(engine, tmp_path / "artifacts", tmp_path / "shots")
         unable = host.wait_for_event("host unhealthy: a child lacks resources; giving its job back")
         assert "thread" in unable["reason"], unable
+        # While its claims are paused the host waits; it must not spin on a poll that is due.
+        host_process = psutil.Process(host.pid)
+        before = sum(host_process.cpu_times()[:2])
+        time.sleep(1.5)
+        spent = sum(host_process.cpu_times()[:2]) - before
+        assert spent < 0.5, f"the host spent {spent:.2f} CPU s in 1.5 s with its claims paused"
         (group / "pids.max").write_text("max")
         with engine.connect() as conn:
             [job_id] = conn.execute(
