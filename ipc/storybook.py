@@ -15,6 +15,7 @@ snapshots are `StorySnapshot`s plus their baseline, and each result adds the cap
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal, TypedDict, get_args
 
 #: The manifest's format; a manifest of another version is refused by the child.
@@ -104,6 +105,12 @@ class PlanResult(TypedDict):
 #: was stored (`images/ab/<sha256>.png`), its digest, and whether two consecutive shots agreed
 #: (False: the story never settled in `MAX_SHOTS` shots; the last shot is kept).
 STORY_RESULT_FIELDS = ("image", "sha256", "settled")
+
+
+def configured_chromium() -> str:
+    """The browser's path as this process's environment gives it: `STORYSHELF_CHROMIUM`, else
+    Debian's. The host sets the variable before forking (`supervisor.host.chromium`)."""
+    return os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
 
 
 def file_key(path: str, sha256: str) -> str:

@@ -11,17 +11,12 @@ import shutil
 
 import pytest
 
-from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
-
-
-def chromium() -> str:
-    """The configured browser's path."""
-    return os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
+from ipc.storybook import configured_chromium
 
 
 def require_chromium() -> str:
     """The browser's path; fails the test under `CI=true` when there is none, else skips it."""
-    path = chromium()
+    path = configured_chromium()
     if shutil.which(path) is not None:
         return path
     if os.environ.get("CI") == "true":

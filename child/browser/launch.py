@@ -38,7 +38,7 @@ from child.browser.flags import chromium_flags
 from child.browser.watchdog import BEAT_SECONDS
 from child.worker import resources
 from child.worker.resources import OutOfResources
-from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
+from ipc.storybook import configured_chromium
 
 log = structlog.get_logger(__name__)
 
@@ -58,11 +58,6 @@ class BrowserUnavailable(RuntimeError):
 
 class ChromiumNotFound(BrowserUnavailable):
     """No executable at the configured path."""
-
-
-def chromium_path() -> str:
-    """The executable the child drives: `STORYSHELF_CHROMIUM`, else Debian's."""
-    return os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
 
 
 @dataclass
@@ -132,7 +127,7 @@ def launch(
     or memory for it. `beat` is called every `BEAT_SECONDS` while Chromium starts (slow on a
     loaded host), and once more before Playwright connects.
     """
-    path = executable or chromium_path()
+    path = executable or configured_chromium()
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise ChromiumNotFound(
             f"Chromium not found at {path}: install Debian's chromium package "

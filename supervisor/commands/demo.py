@@ -11,7 +11,6 @@ demo on drawn screenshots instead (`demo_images`), which need no browser.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
+from ipc.storybook import configured_chromium
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
 from supervisor.builds.view import format_build, load_build
@@ -89,7 +88,7 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
 
 def chosen_upload() -> Upload:
     """The Storybook when there is a browser to render it, else the drawn screenshots."""
-    chromium = os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
+    chromium = configured_chromium()
     if shutil.which(chromium) is not None:
         return upload_storybook
     print(

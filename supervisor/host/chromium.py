@@ -11,7 +11,7 @@ import shutil
 
 from structlog.typing import FilteringBoundLogger
 
-from ipc.storybook import CHROMIUM_VARIABLE, DEFAULT_CHROMIUM
+from ipc.storybook import CHROMIUM_VARIABLE, configured_chromium
 
 
 def export(chosen: str | None, log: FilteringBoundLogger) -> str:
@@ -21,7 +21,7 @@ def export(chosen: str | None, log: FilteringBoundLogger) -> str:
     A host without Chromium still runs uploads of screenshots, so a missing browser is a warning
     here, not a refusal; each Storybook job then fails with the same advice.
     """
-    path = chosen or os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
+    path = chosen or configured_chromium()
     os.environ[CHROMIUM_VARIABLE] = path
     if shutil.which(path) is None:
         log.warning(

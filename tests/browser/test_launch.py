@@ -18,11 +18,10 @@ from child.browser.launch import (
     ChildBrowser,
     ChromiumNotFound,
     child_browser,
-    chromium_path,
     launch,
 )
 from child.worker.resources import OutOfResources
-from ipc.storybook import CHROMIUM_VARIABLE
+from ipc.storybook import CHROMIUM_VARIABLE, configured_chromium
 from tests.chromium import require_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +40,7 @@ def test_a_missing_executable_is_one_line_that_says_what_to_do(
 ) -> None:
     missing = tmp_path / "no-chromium"
     monkeypatch.setenv(CHROMIUM_VARIABLE, str(missing))
-    assert chromium_path() == str(missing)
+    assert configured_chromium() == str(missing)
     with pytest.raises(ChromiumNotFound) as raised:
         launch()
     assert str(raised.value) == (
