@@ -40,7 +40,13 @@ from supervisor.builds.storybooks import store_storybook  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "storybook" / "storybook-static"
 HANG = "example-hang--main-thread-hang"
-OPTIONS = {"metric": "oklab", "threshold": 0.1, "count_aa": False, "budget_pixels": 0}
+OPTIONS = {
+    "metric": "oklab",
+    "threshold": 0.1,
+    "flat_threshold": 0.05,
+    "count_aa": False,
+    "budget_pixels": 0,
+}
 
 
 def planned(artifacts: Path, ref: StorybookRef) -> list[StorySnapshot]:

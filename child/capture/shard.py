@@ -46,9 +46,11 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 def diff_options(given: Mapping[str, Any]) -> DiffOptions:
     """The payload's diff options."""
+    flat = given["flat_threshold"]
     return DiffOptions(
         metric=given["metric"],
         threshold=float(given["threshold"]),
+        flat_threshold=None if flat is None else float(flat),
         count_aa=bool(given["count_aa"]),
         budget_pixels=int(given["budget_pixels"]),
     )
@@ -105,7 +107,7 @@ def _unchanged(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> Sn
         height=height,
         diff_pixels=0,
         diff_ratio=0.0,
-        metric=options.metric,
+        **_settings(options),
     )
 
 
@@ -125,8 +127,19 @@ def _compared(
         diff_pixels=outcome.diff_pixels,
         diff_ratio=outcome.diff_ratio,
         diff_path=diff_relative if outcome.diff_written else None,
-        metric=outcome.metric,
+        diff_box=list(outcome.box) if outcome.box else None,
+        **_settings(options),
     )
+
+
+def _settings(options: DiffOptions) -> dict[str, Any]:
+    """The settings a comparison used, which its result is stored with."""
+    return {
+        "metric": options.metric,
+        "threshold": options.threshold,
+        "flat_threshold": options.flat_threshold,
+        "count_aa": options.count_aa,
+    }
 
 
 def failed_result(shot: Mapping[str, Any], error: str) -> SnapshotResult:
@@ -144,7 +157,11 @@ def _result(shot: Mapping[str, Any], status: str, **facts: Any) -> SnapshotResul
         "diff_pixels": None,
         "diff_ratio": None,
         "diff_path": None,
+        "diff_box": None,
         "metric": None,
+        "threshold": None,
+        "flat_threshold": None,
+        "count_aa": None,
         "error": None,
         "baseline_id": baseline["id"] if baseline else None,
     }

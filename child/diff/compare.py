@@ -107,6 +107,8 @@ class DiffResult:
     height: int
     metric: str
     diff_written: bool
+    #: Around the pixels that counted: left, top, width, height; None when none did.
+    box: tuple[int, int, int, int] | None = None
 
 
 class ImageError(Exception):
@@ -183,7 +185,30 @@ def compare(
         fresh.shape[0],
         options.metric,
         written,
+        _box(counted, overlap, base, fresh),
     )
+
+
+def _box(
+    counted: Indices, overlap: _Overlap, base: Pixels, fresh: Pixels
+) -> tuple[int, int, int, int] | None:
+    """The box around the counted pixels and the area outside the overlap, which the report
+    shows large first: a 1 px change is found there without hunting."""
+    width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
+    corners: list[tuple[int, int, int, int]] = []  # left, top, right, bottom (exclusive)
+    if counted.size:
+        rows = counted[[0, -1]] // overlap.width  # counted is in row order
+        columns = counted % overlap.width
+        corners.append((int(columns.min()), int(rows[0]), int(columns.max()) + 1, int(rows[1]) + 1))
+    if overlap.width < width:
+        corners.append((overlap.width, 0, width, height))
+    if overlap.height < height:
+        corners.append((0, overlap.height, width, height))
+    if not corners:
+        return None
+    left, top = min(c[0] for c in corners), min(c[1] for c in corners)
+    right, bottom = max(c[2] for c in corners), max(c[3] for c in corners)
+    return left, top, right - left, bottom - top
 
 
 def probe(path: Path, max_pixels: int) -> tuple[int, int]:

@@ -55,14 +55,18 @@ RESULT_FIELDS = (
     "diff_pixels",
     "diff_ratio",
     "diff_path",
+    "diff_box",
     "metric",
+    "threshold",
+    "flat_threshold",
+    "count_aa",
     "error",
     "baseline_id",
 )
 
 
 #: What a story snapshot's row keeps of its `StorySnapshot`.
-STORY_COLUMNS = ("story_id", "mode", "title", "story", "threshold", "count_aa")
+STORY_COLUMNS = ("story_id", "mode", "title", "story")
 #: The largest viewport side a story snapshot may ask for, in CSS pixels.
 MAX_VIEWPORT_SIDE = 8192
 
@@ -204,6 +208,7 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
         "options": {
             "metric": settings.metric,
             "threshold": settings.threshold,
+            "flat_threshold": settings.flat_threshold,
             "count_aa": settings.count_aa,
             "budget_pixels": settings.budget_pixels,
         },
@@ -292,14 +297,35 @@ def _check_result(job: Job, item: Mapping[str, Any]) -> None:
     well_formed = (
         item["status"] in SNAPSHOT_STATES
         and all(value is None or is_count(value) for value in numbers)
-        and (item["diff_ratio"] is None or isinstance(item["diff_ratio"], int | float))
+        and all(_is_number_or_none(item[key]) for key in ("diff_ratio", *NUMBER_SETTINGS))
+        and (item["count_aa"] is None or isinstance(item["count_aa"], bool))
         and all(
             item[key] is None or isinstance(item[key], str)
             for key in ("diff_path", "metric", "error")
         )
+        and (item["diff_box"] is None or _is_box(item["diff_box"]))
     )
     if not well_formed:
         raise ResultError(f"capture job {job.id}: malformed result for {item['name']!r}")
+
+
+#: The settings a result names by number.
+NUMBER_SETTINGS = ("threshold", "flat_threshold")
+
+
+def _is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _is_box(value: Any) -> bool:
+    """`[left, top, width, height]` of a non-empty box."""
+    return (
+        isinstance(value, list)
+        and len(value) == 4
+        and all(is_count(number) for number in value)
+        and value[2] > 0
+        and value[3] > 0
+    )
 
 
 def is_count(value: Any) -> bool:
@@ -325,6 +351,10 @@ def _snapshot_row(
         "baseline_id": item["baseline_id"],
         "status": item["status"],
         "metric": item["metric"],
+        "threshold": item["threshold"],
+        "flat_threshold": item["flat_threshold"],
+        "count_aa": item["count_aa"],
+        "diff_box": item["diff_box"],
         "diff_pixels": item["diff_pixels"],
         "diff_ratio": None if item["diff_ratio"] is None else float(item["diff_ratio"]),
         "diff_path": item["diff_path"],

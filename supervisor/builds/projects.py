@@ -8,7 +8,7 @@ place. A project is created on first use (an upload or this command) with the de
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import structlog
 from sqlalchemy import Connection, select, update
@@ -18,6 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from ipc.diff_settings import (
     DEFAULT_BUDGET_PIXELS,
     DEFAULT_COUNT_AA,
+    DEFAULT_FLAT_THRESHOLD,
     DEFAULT_METRIC,
     DEFAULT_THRESHOLD,
     METRICS,
@@ -34,7 +35,11 @@ DEFAULTS: dict[str, Any] = {
     "threshold": DEFAULT_THRESHOLD,
     "count_aa": DEFAULT_COUNT_AA,
     "budget_pixels": DEFAULT_BUDGET_PIXELS,
+    "flat_threshold": DEFAULT_FLAT_THRESHOLD,
 }
+
+#: What `--flat-threshold` takes to turn the finer pass off (stored as NULL).
+OFF: Literal["off"] = "off"
 
 
 class ProjectError(ValueError):
@@ -52,20 +57,26 @@ class ProjectSettings:
     threshold: float
     count_aa: bool
     budget_pixels: int
+    #: The finer pass where both images are flat; None: off.
+    flat_threshold: float | None
 
 
 @dataclass(frozen=True)
 class SettingsChange:
-    """The settings a `project` command asked to change; None leaves one as it is."""
+    """The settings a `project` command asked to change; None leaves one as it is (so the
+    finer pass is turned off with `OFF`, not None)."""
 
     metric: Metric | None = None
     threshold: float | None = None
     count_aa: bool | None = None
     budget_pixels: int | None = None
+    flat_threshold: float | Literal["off"] | None = None
     baseline_branch: str | None = None
 
     def values(self) -> dict[str, Any]:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+        """The columns to write: `OFF` is stored as NULL."""
+        given = {key: value for key, value in asdict(self).items() if value is not None}
+        return {key: None if value == OFF else value for key, value in given.items()}
 
 
 def ensure_project(conn: Connection, name: str) -> int:
@@ -104,6 +115,7 @@ def load_settings(conn: Connection, project_id: int) -> ProjectSettings:
         threshold=float(row["threshold"]),
         count_aa=bool(row["count_aa"]),
         budget_pixels=int(row["budget_pixels"]),
+        flat_threshold=None if row["flat_threshold"] is None else float(row["flat_threshold"]),
     )
 
 
@@ -123,6 +135,9 @@ def _check(change: SettingsChange) -> None:
         raise ProjectError(f"metric must be one of {', '.join(METRICS)}, not {change.metric!r}")
     if change.threshold is not None and not 0.0 <= change.threshold <= 1.0:
         raise ProjectError(f"threshold must be between 0 and 1, not {change.threshold}")
+    flat = change.flat_threshold
+    if flat is not None and flat != OFF and not 0.0 <= flat <= 1.0:
+        raise ProjectError(f"flat threshold must be between 0 and 1 or off, not {flat}")
     if change.budget_pixels is not None and change.budget_pixels < 0:
         raise ProjectError(f"budget must be 0 or more pixels, not {change.budget_pixels}")
     if change.baseline_branch is not None and not change.baseline_branch.strip():

@@ -32,10 +32,16 @@ class SnapshotView:
     baseline_image: str | None
     #: The accepted build the baseline came from (fixed when this snapshot's build was created).
     baseline_build_id: int | None
+    #: The settings its comparison used; all None when nothing was compared (new, failed).
     metric: str | None
+    threshold: float | None
+    flat_threshold: float | None
+    count_aa: bool | None
     diff_pixels: int | None
     diff_ratio: float | None
     diff_path: str | None
+    #: Around the pixels that counted: left, top, width, height (of the union of both images).
+    diff_box: tuple[int, int, int, int] | None
     error: str | None
     #: A Storybook snapshot's story (all None for an uploaded image).
     story_id: str | None = None
@@ -53,6 +59,18 @@ class SnapshotView:
             return self.name
         return f"{self.title}: {self.story}" + (f" [{self.mode}]" if self.mode else "")
 
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        """The diff settings its comparison used, None when nothing was compared."""
+        if self.metric is None:
+            return None
+        return {
+            "metric": self.metric,
+            "threshold": self.threshold,
+            "flat_threshold": self.flat_threshold,
+            "count_aa": self.count_aa,
+        }
+
     def as_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -67,6 +85,8 @@ class SnapshotView:
             "diff_pixels": self.diff_pixels,
             "diff_ratio": self.diff_ratio,
             "diff_path": self.diff_path,
+            "diff_box": list(self.diff_box) if self.diff_box else None,
+            "settings": self.settings,
             "baseline_id": self.baseline_id,
             "baseline_build_id": self.baseline_build_id,
             "error": self.error,
@@ -191,9 +211,13 @@ def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]
             baseline_image=m["baseline_image"],
             baseline_build_id=m["baseline_build_id"],
             metric=m["metric"],
+            threshold=m["threshold"],
+            flat_threshold=m["flat_threshold"],
+            count_aa=m["count_aa"],
             diff_pixels=m["diff_pixels"],
             diff_ratio=m["diff_ratio"],
             diff_path=m["diff_path"],
+            diff_box=tuple(m["diff_box"]) if m["diff_box"] else None,
             error=m["error"],
             story_id=m["story_id"],
             title=m["title"],

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import Literal, NoReturn, TypeVar
 
 import structlog
 from sqlalchemy import Engine
@@ -74,6 +74,16 @@ def number(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number")
     return value
+
+
+def number_or_off(text: str) -> float | Literal["off"]:
+    """A finite number, or `off` for a setting that can be turned off."""
+    if text == "off":
+        return "off"
+    try:
+        return number(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or off") from None
 
 
 def choice(values: tuple[T, ...]) -> Callable[[str], T]:

@@ -14,7 +14,14 @@ from supervisor.builds.projects import (
     SettingsChange,
     change_settings,
 )
-from supervisor.commands.options import INT32_MAX, choice, number, open_database, whole
+from supervisor.commands.options import (
+    INT32_MAX,
+    choice,
+    number,
+    number_or_off,
+    open_database,
+    whole,
+)
 from supervisor.db.connection import transaction
 
 
@@ -23,6 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="P", help="project name (created if new)")
     parser.add_argument("--metric", type=choice(METRICS), help="colour metric of the diff")
     parser.add_argument("--threshold", type=number, help="colour distance threshold, 0 to 1")
+    parser.add_argument(
+        "--flat-threshold",
+        type=number_or_off,
+        metavar="T|off",
+        help="finer threshold where both images are flat (catches one-step colour changes); "
+        "off: counts equal pixelmatch's",
+    )
     aa = parser.add_mutually_exclusive_group()
     aa.add_argument(
         "--count-aa",
@@ -55,6 +69,7 @@ def execute(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         count_aa=args.count_aa,
         budget_pixels=args.budget_pixels,
+        flat_threshold=args.flat_threshold,
         baseline_branch=args.baseline_branch,
     )
     engine = open_database(args.database_url)
@@ -71,11 +86,13 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _describe(settings: ProjectSettings) -> str:
+    flat = settings.flat_threshold
     rows = [
         ("project", settings.name),
         ("baseline branch", settings.baseline_branch),
         ("metric", settings.metric),
         ("threshold", f"{settings.threshold:g}"),
+        ("flat threshold", "off" if flat is None else f"{flat:g} where both images are flat"),
         ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
         ("budget", f"{settings.budget_pixels} pixels"),
     ]

@@ -106,6 +106,8 @@ projects = Table(
     Column("threshold", Float, nullable=False, server_default=str(DEFAULT_THRESHOLD)),
     Column("count_aa", Boolean, nullable=False, server_default=text(str(DEFAULT_COUNT_AA).lower())),
     Column("budget_pixels", Integer, nullable=False, server_default=str(DEFAULT_BUDGET_PIXELS)),
+    # The finer pass where both images are flat; NULL: off, counts are pixelmatch's exactly.
+    Column("flat_threshold", Float),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 
@@ -174,7 +176,12 @@ snapshots = Table(
     Column("height", Integer),
     Column("baseline_id", Key, ForeignKey("snapshots.id")),
     Column("status", String(12), nullable=False),
+    # The settings its comparison used (a story's own folded in); NULL when nothing was
+    # compared (a new or failed snapshot). A NULL flat_threshold beside a metric: the pass was off.
     Column("metric", String(10)),
+    Column("threshold", Float),
+    Column("flat_threshold", Float),
+    Column("count_aa", Boolean),
     Column("diff_pixels", BigInteger),
     Column("diff_ratio", Float),
     Column("diff_path", Text),
@@ -186,9 +193,8 @@ snapshots = Table(
     Column("story", Text),
     # False when its story never gave two equal shots in a row (the last one is kept).
     Column("settled", Boolean),
-    # The snapshot's own diff settings, from its story's parameters; None: the project's.
-    Column("threshold", Float),
-    Column("count_aa", Boolean),
+    # The box around the pixels that counted, [left, top, width, height], for a changed one.
+    Column("diff_box", Document),
     UniqueConstraint("build_id", "name"),
     _one_of("status", SNAPSHOT_STATES),
 )

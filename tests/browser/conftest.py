@@ -26,7 +26,13 @@ from supervisor.builds.storybooks import store_files, store_storybook
 from tests.chromium import require_chromium
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
-OPTIONS = {"metric": "yiq", "threshold": 0.1, "count_aa": False, "budget_pixels": 0}
+OPTIONS = {
+    "metric": "yiq",
+    "threshold": 0.1,
+    "flat_threshold": None,
+    "count_aa": False,
+    "budget_pixels": 0,
+}
 
 
 @pytest.fixture(scope="module")

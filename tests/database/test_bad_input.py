@@ -149,6 +149,7 @@ CASES = [
     Case("cancel id zero", ("cancel", "0", *ON), "'0' is not a whole number from 1"),
     Case("project metric", ("project", "web", *ON, "--metric", "rgb"), "'rgb' is not one of yiq, oklab"),
     Case("project threshold", ("project", "web", *ON, "--threshold", "high"), "'high' is not a number"),
+    Case("project flat threshold", ("project", "web", *ON, "--flat-threshold", "none"), "'none' is not a number or off"),
     Case("project budget too large", ("project", "web", *ON, "--budget", "99999999999"), "up to 2147483647"),
     Case("unknown option", ("status", *ON, "--colour"), "unrecognized arguments: --colour"),
     Case("shards not a number", (*UPLOAD, *ON, "--shards", "two"), "argument --shards"),

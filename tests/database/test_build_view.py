@@ -35,6 +35,8 @@ SNAPSHOT_KEYS = {
     "diff_pixels",
     "diff_ratio",
     "diff_path",
+    "diff_box",
+    "settings",
     "baseline_id",
     "baseline_build_id",
     "error",

@@ -113,7 +113,11 @@ def test_prepare_marks_shard_and_build_started_and_hands_over_the_project_option
     engine: Engine, artifacts: Path, tmp_path: Path
 ) -> None:
     with transaction(engine) as conn:
-        change_settings(conn, "web", SettingsChange(metric="yiq", threshold=0.2, budget_pixels=9))
+        change_settings(
+            conn,
+            "web",
+            SettingsChange(metric="yiq", threshold=0.2, budget_pixels=9, flat_threshold="off"),
+        )
     queued = upload(engine, artifacts, screens(tmp_path / "shots", a=BUTTON))
     (job,) = claim(engine)
     payload = prepare(engine, job, artifacts)
@@ -122,6 +126,7 @@ def test_prepare_marks_shard_and_build_started_and_hands_over_the_project_option
     assert payload["options"] == {
         "metric": "yiq",
         "threshold": 0.2,
+        "flat_threshold": None,
         "count_aa": False,
         "budget_pixels": 9,
     }

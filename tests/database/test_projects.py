@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from ipc.diff_settings import DEFAULT_THRESHOLD
+from ipc.diff_settings import DEFAULT_FLAT_THRESHOLD, DEFAULT_THRESHOLD
 from tests.capture_helpers import run_cli
 
 
@@ -31,6 +31,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "threshold": DEFAULT_THRESHOLD,
         "count_aa": False,
         "budget_pixels": 0,
+        "flat_threshold": DEFAULT_FLAT_THRESHOLD,
     }
 
 
@@ -46,11 +47,28 @@ def test_options_change_only_the_settings_named(
     assert settings["count_aa"] is False
 
 
+def test_the_flat_area_pass_is_turned_off_and_on_again(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, settings = project(database_url, capsys, "--flat-threshold=off")
+    assert (code, settings["flat_threshold"]) == (0, None)
+    _, settings = project(database_url, capsys, "--threshold=0.2")
+    assert (settings["flat_threshold"], settings["threshold"]) == (None, 0.2)
+    _, settings = project(database_url, capsys, "--flat-threshold=0.03")
+    assert settings["flat_threshold"] == 0.03
+    assert run_cli(["project", f"--database-url={database_url}", "web"]) == 0
+    assert "flat threshold   0.03 where both images are flat" in capsys.readouterr().out
+    project(database_url, capsys, "--flat-threshold=off")
+    assert run_cli(["project", f"--database-url={database_url}", "web"]) == 0
+    assert "flat threshold   off" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("option", "message"),
     [
         ("--threshold=1.5", "threshold must be between 0 and 1"),
         ("--budget=-1", "budget must be 0 or more pixels"),
+        ("--flat-threshold=2", "flat threshold must be between 0 and 1 or off"),
         ("--baseline-branch= ", "the baseline branch must not be empty"),
     ],
 )

@@ -61,9 +61,13 @@ def snapshot(name: str, status: str, **facts: object) -> SnapshotView:
         "baseline_image": None,
         "baseline_build_id": None,
         "metric": None,
+        "threshold": None,
+        "flat_threshold": None,
+        "count_aa": None,
         "diff_pixels": None,
         "diff_ratio": None,
         "diff_path": None,
+        "diff_box": None,
         "error": None,
     }
     return SnapshotView(**(base | facts))  # type: ignore[arg-type]

@@ -13,7 +13,13 @@ from child.capture.paths import UnsafePath, resolve_under
 from supervisor.commands.demo_images import _chunk
 from tests.capture_helpers import write_png
 
-OPTIONS = {"metric": "oklab", "threshold": 0.05, "count_aa": False, "budget_pixels": 0}
+OPTIONS = {
+    "metric": "oklab",
+    "threshold": 0.05,
+    "flat_threshold": 0.05,
+    "count_aa": False,
+    "budget_pixels": 0,
+}
 BUTTON = ((8, 8, 20, 10),)
 MOVED_BUTTON = ((12, 8, 20, 10),)
 
@@ -71,7 +77,11 @@ def test_without_baseline_a_snapshot_is_new_with_its_size(root: Path) -> None:
         "diff_pixels": None,
         "diff_ratio": None,
         "diff_path": None,
+        "diff_box": None,
         "metric": None,
+        "threshold": None,
+        "flat_threshold": None,
+        "count_aa": None,
         "error": None,
         "baseline_id": None,
     }
@@ -101,6 +111,16 @@ def test_changed_snapshot_writes_its_diff_under_the_build_diff_folder(root: Path
     assert result["diff_pixels"] > 0
     assert 0 < result["diff_ratio"] < 1
     assert (root / expected).read_bytes().startswith(b"\x89PNG")
+    # Stored with the settings it was compared with, and the box of what counted.
+    settings = {key: result[key] for key in ("metric", "threshold", "flat_threshold", "count_aa")}
+    assert settings == {
+        "metric": "oklab",
+        "threshold": 0.05,
+        "flat_threshold": 0.05,
+        "count_aa": False,
+    }
+    left, top, width, height = result["diff_box"]
+    assert min(left, top) >= 0 and 0 < width <= 48 and height > 0
 
 
 def test_same_pixels_in_other_bytes_is_unchanged_and_writes_no_diff(root: Path) -> None:

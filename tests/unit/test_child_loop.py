@@ -123,7 +123,13 @@ def test_a_child_out_of_threads_is_unable_to_run_the_job_rather_than_failing_its
         "build_id": 1,
         "shard_id": 1,
         "diff_dir": "diffs/1",
-        "options": {"metric": "oklab", "threshold": 0.05, "count_aa": False, "budget_pixels": 0},
+        "options": {
+            "metric": "oklab",
+            "threshold": 0.05,
+            "flat_threshold": 0.05,
+            "count_aa": False,
+            "budget_pixels": 0,
+        },
         "snapshots": [
             {
                 "name": "moved",
