@@ -14,20 +14,25 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
 5. the colour metric on those pixels, vectorised with numpy (OKLab once per distinct colour);
 6. pixelmatch's anti-aliasing detector (Vysniauskas 2009) on the pixels that fail the colour
    test only, as pixelmatch runs it, also vectorised;
-7. optionally (on by default) a finer ``flat_threshold`` where both images are flat.
+7. the finer pass, ours (``flat_threshold``; None turns it off and the counts are then
+   pixelmatch's exactly): where both images are flat, the finer threshold; and a change that a
+   sub-pixel shift of an edge explains is anti-aliasing (``_finer_pass``).
 
 Images of different sizes are ``changed``: the overlap is compared and the rest of the union
 box ``max(w) x max(h)`` counts as differing.
 
-Defaults: ``metric="oklab"``, ``threshold=0.1`` (pixelmatch 8's), ``flat_threshold=0.05``.
-A one-step colour-token change such as Tailwind's ``#2563eb`` -> ``#1d4ed8`` is a HyAB
-distance of 0.072 and a YIQ threshold equivalent of 0.068, so pixelmatch's 0.1 misses it in
-both metrics. Lowering the threshold everywhere does not work: re-rasterised text edges (a
-different text gamma) then leave dozens of counted pixels at any threshold below 0.072,
-because the detector cannot recognise every edge pixel. So the finer threshold applies only
-to pixels with 3+ identical neighbours in both images, which pixelmatch's own detector rules
-out as anti-aliasing: a recoloured button face is caught, edge noise is not. With
-``flat_threshold=None`` the counts are pixelmatch's exactly.
+Defaults: ``metric="oklab"``, ``threshold=0.1`` (pixelmatch 8's), ``flat_threshold=0.02``,
+chosen on labelled Chromium screenshots (``tests/fixtures/screens``), where pixelmatch at its
+defaults gets three labels wrong. A one-step colour token (Tailwind's ``#2563eb`` ->
+``#1d4ed8`` on a button, ``gray-100`` -> ``gray-200`` on a page) is a HyAB distance of 0.04
+to 0.07, which pixelmatch's 0.1 misses in both metrics. Lowering the threshold everywhere
+does not work: re-rasterised edges then count at any threshold below that, because the
+detector cannot recognise every edge pixel. So the finer threshold applies only where both
+images are flat (3+ neighbours alike, a gradient included), which pixelmatch's own detector
+rules out as anti-aliasing: a recoloured button face is caught, edge noise is not. And the
+detector misses edges next to gradients (an avatar moved by 0.3 px counts in pixelmatch), so
+changes that a shift of under 0.4 px explains are forgiven; text moved by half a pixel is
+re-rasterised, not shifted, and still counts.
 
 Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and
 the per-pixel formulas below are pixelmatch's, evaluated in float64 like JavaScript numbers,
@@ -282,18 +287,18 @@ def _decode(path: Path, max_pixels: int) -> Pixels:
 
 
 def _counted(overlap: _Overlap, changed: Indices, options: DiffOptions) -> Flags:
-    """True where a changed pixel counts as differing: it fails the colour test and, unless
-    ``count_aa``, is anti-aliasing in neither image (pixelmatch's main loop); or it fails
-    ``flat_threshold`` where both images are flat (3+ identical neighbours), which pixelmatch's
-    detector itself rules out as anti-aliasing."""
+    """True where a changed pixel counts as differing.
+
+    pixelmatch's main loop first: it fails the colour test and, unless ``count_aa``, is
+    anti-aliasing in neither image. Then, unless ``flat_threshold`` is None, the finer pass
+    (``_finer_pass``)."""
     test = _yiq_test if options.metric == "yiq" else _oklab_test
     fails = test(overlap, changed)
     counted = fails(options.threshold)
     if not options.count_aa:
         counted[counted] = ~_antialiased_in_either(overlap, changed[counted], options.metric)
     if options.flat_threshold is not None:
-        finer = fails(options.flat_threshold) & ~counted
-        counted[finer] = _flat(overlap, changed[finer])
+        _finer_pass(overlap, changed, counted, fails(options.flat_threshold), options.count_aa)
     return counted
 
 
@@ -654,6 +659,100 @@ def _antialiased_in_either(overlap: _Overlap, pixels: Indices, metric: Metric) -
     rest = ~either
     either[rest] = _antialiased(overlap.siblings2, overlap, pixels[rest], metric)
     return either
+
+
+# --- the finer pass: ours, on by default; off, the counts are pixelmatch's ------------------
+
+
+# Neighbours within this many levels in every channel are alike: a gradient (a level or two a
+# pixel, dithered) is as flat as a plain fill, where pixelmatch's exact equality sees no flat
+# pixel in it. Measured on the labelled screenshots (tests/fixtures/screens): 2 to 4 all hold.
+FLAT_LEVELS = 3
+# A change that moving an edge by less than this many pixels explains is anti-aliasing: a
+# pixel's coverage, and so its colour between the two sides of the edge, moves by at most the
+# shift. Shapes moved by 0.3 px are then unchanged, text moved by 0.5 px is not (its glyphs
+# are re-rasterised, not shifted). 0.3 to 0.5 all hold on the labelled screenshots.
+SHIFT_PIXELS = 0.4
+# Pixels examined at a time: 8 neighbours x 4 channels of int16 each, 64 MiB a chunk.
+CHUNK_PIXELS = 1 << 20
+
+
+def _finer_pass(
+    overlap: _Overlap, changed: Indices, counted: Flags, fails_finer: Flags, count_aa: bool
+) -> None:
+    """Two refinements of pixelmatch's verdict, judged on real Chromium screenshots, applied
+    to ``counted`` in place:
+
+    - where both images are flat (``_alike_in_both``), a change above ``flat_threshold``
+      counts: a one-step colour token on a button face or a page background (a HyAB distance
+      of 0.04 to 0.07) is a change, though below pixelmatch's 0.1; a gradient's opacity too;
+    - unless ``count_aa``, a counted change that a sub-pixel shift of an edge explains
+      (``_shifted``) does not: pixelmatch's detector needs flat pixels on both sides of an
+      edge, so the rim of a gradient-filled avatar moved by 0.3 px counts there.
+    """
+    finer = np.flatnonzero(fails_finer & ~counted)
+    counted[finer] = _alike_in_both(overlap, changed[finer])
+    if not count_aa:
+        kept = np.flatnonzero(counted)
+        counted[kept] = ~_shifted(overlap, changed[kept])
+
+
+def _bytes(words: Words) -> npt.NDArray[np.int16]:
+    """R, G, B, A of each pixel word as a last axis of int16, for differences of levels."""
+    return np.ascontiguousarray(words).view(np.uint8).reshape(*words.shape, 4).astype(np.int16)
+
+
+def _chunked(pixels: Indices, judge: Callable[[Indices], Flags]) -> Flags:
+    """``judge`` over ``pixels`` a chunk at a time, so a whole changed 4K page stays bounded."""
+    if pixels.size <= CHUNK_PIXELS:
+        return judge(pixels)
+    return np.concatenate(
+        [
+            judge(pixels[start : start + CHUNK_PIXELS])
+            for start in range(0, pixels.size, CHUNK_PIXELS)
+        ]
+    )
+
+
+def _alike_in_both(overlap: _Overlap, pixels: Indices) -> Flags:
+    """3+ neighbours within ``FLAT_LEVELS`` of the pixel, in both images (counted as
+    pixelmatch counts siblings: the border as one)."""
+
+    def judge(chunk: Indices) -> Flags:
+        around = _Around.of(overlap.width, overlap.height, chunk)
+        alike = np.ones(chunk.shape, np.bool_)
+        for words in (overlap.a32, overlap.b32):
+            levels = np.abs(_bytes(words[around.neighbours]) - _bytes(words[chunk]))
+            alike &= around.count(levels.max(axis=-1) <= FLAT_LEVELS) > 2
+        return alike
+
+    return _chunked(pixels, judge)
+
+
+def _shifted(overlap: _Overlap, pixels: Indices) -> Flags:
+    """Whether a shift of less than ``SHIFT_PIXELS`` explains each pixel's change: each
+    image's value lies within the range of the other's 3x3 block (give or take
+    ``FLAT_LEVELS``), and the change is at most ``SHIFT_PIXELS`` times the local contrast (the
+    range of both blocks). A recoloured or moved-by-a-pixel edge fails one or the other."""
+
+    def judge(chunk: Indices) -> Flags:
+        around = _Around.of(overlap.width, overlap.height, chunk)
+        value1, value2 = _bytes(overlap.a32[chunk]), _bytes(overlap.b32[chunk])
+        block1 = np.concatenate([_bytes(overlap.a32[around.neighbours]), value1[None]])
+        block2 = np.concatenate([_bytes(overlap.b32[around.neighbours]), value2[None]])
+        low1, high1, low2, high2 = block1.min(0), block1.max(0), block2.min(0), block2.max(0)
+        within: Flags = (
+            (value2 >= low1 - FLAT_LEVELS)
+            & (value2 <= high1 + FLAT_LEVELS)
+            & (value1 >= low2 - FLAT_LEVELS)
+            & (value1 <= high2 + FLAT_LEVELS)
+        ).all(axis=-1)
+        contrast = (np.maximum(high1, high2) - np.minimum(low1, low2)).max(axis=-1)
+        change = np.abs(value2 - value1).max(axis=-1)
+        small: Flags = change <= SHIFT_PIXELS * contrast
+        return within & small
+
+    return _chunked(pixels, judge)
 
 
 # --- the diff PNG ------------------------------------------------------------------------
