@@ -56,6 +56,7 @@ from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.report import REPORTS_FOLDER, report_path
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import enqueue_build, store_images
+from supervisor.commands.build import BuildExit
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, transaction
@@ -1168,6 +1169,10 @@ class Evidence:
 FINISHED_BUILD_STATES = ("passed", "changed", "failed", "cancelled")
 
 
+#: `build ID`'s exit statuses for a build that ended (it says its verdict by its status).
+ENDED_VERDICTS = {BuildExit.PASSED, BuildExit.CHANGED, BuildExit.FAILED}
+
+
 def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
     """Run `python -m supervisor build ID`, the way a user looks at a build, for each of
     `build_ids` whose report is missing (at once: each is a process start; a build with its
@@ -1191,7 +1196,7 @@ def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
     missing = []
     for build_id, look in looks.items():
         _out, err = look.communicate(timeout=120)
-        if look.returncode != 0:
+        if look.returncode not in ENDED_VERDICTS:
             last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             missing.append(
                 f"build {build_id}: `build {build_id}` exited {look.returncode}: {last[0]}"

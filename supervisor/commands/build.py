@@ -1,7 +1,8 @@
 """`python -m supervisor build ID`: a build's state and every snapshot's result.
 
-A build that ended without its report (it could not be written then, or was removed) gets it
-written here, so the command can say where it is.
+Its exit status is the build's verdict, so one CI step can gate on it (`BuildExit`); with
+`--wait` it first waits for the build to end. A build that ended without its report (it could
+not be written then, or was removed) gets it written here, so the command can say where it is.
 """
 
 from __future__ import annotations
@@ -9,31 +10,133 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
+from enum import IntEnum
+
+from sqlalchemy import Engine
 
 from supervisor.builds.report import with_report
-from supervisor.builds.view import format_build, load_build
-from supervisor.commands.options import ID_MAX, open_database, whole
-from supervisor.db.connection import transaction
+from supervisor.builds.view import BuildView, format_build, load_build
+from supervisor.commands.options import ID_MAX, number, open_database, whole
+from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, transaction
+
+
+class BuildExit(IntEnum):
+    """The exit statuses of `build ID`, one per verdict (README and `--help` list them)."""
+
+    PASSED = 0  # every snapshot new or unchanged
+    CHANGED = 1  # some snapshot changed and none failed: a person should look
+    USAGE = 2  # the command line was wrong (argparse's own status; never returned here)
+    FAILED = 3  # a snapshot or shard failed, or the build was cancelled
+    NOT_ENDED = 4  # still pending or capturing: without --wait, or --timeout ran out
+    ERROR = 5  # no such build, or the database cannot be used
+
+
+#: A build's status -> the exit status that says it.
+VERDICTS = {
+    "passed": BuildExit.PASSED,
+    "changed": BuildExit.CHANGED,
+    "failed": BuildExit.FAILED,
+    "cancelled": BuildExit.FAILED,
+    "pending": BuildExit.NOT_ENDED,
+    "capturing": BuildExit.NOT_ENDED,
+}
+#: How often `--wait` reads the build: a build takes seconds at least, and a read is one query.
+WAIT_POLL_SECONDS = 1.0
+
+EPILOG = """exit status:
+  0  passed: every snapshot is new or unchanged
+  1  changed: some snapshot changed and none failed
+  2  the command line was wrong
+  3  failed or cancelled
+  4  not ended yet (without --wait, or when --timeout ran out)
+  5  no such build, or the database cannot be used"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `python -m supervisor build`."""
     parser.add_argument("build_id", metavar="ID", type=whole(1, ID_MAX), help="the build's id")
     parser.add_argument("--json", action="store_true", help="print the build as JSON")
+    parser.add_argument(
+        "--wait", action="store_true", help="wait for the build to end (the host does the work)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=number,
+        metavar="SECONDS",
+        help="with --wait: give up after this long (exit 4); default: wait as long as it takes",
+    )
 
 
 def execute(args: argparse.Namespace) -> int:
-    """Print a build's state and every snapshot's result; exit 1 for an unknown id."""
-    engine = open_database(args.database_url)
+    """Print a build's state and every snapshot's result; the exit status is its verdict."""
+    if args.timeout is not None and (not args.wait or args.timeout <= 0):
+        print(
+            "supervisor build: --timeout takes --wait and a number of seconds above 0",
+            file=sys.stderr,
+        )
+        return BuildExit.USAGE
     try:
-        with transaction(engine) as conn:
-            view = load_build(conn, args.build_id)
+        engine = open_database(args.database_url)
+    except DatabaseProblem as error:
+        print(f"supervisor build: {error}", file=sys.stderr)
+        return BuildExit.ERROR
+    try:
+        view = _read(engine, args) if not args.wait else _wait(engine, args)
         if view is not None:
             view = with_report(engine, view, args.artifacts)
+    except DatabaseProblem as error:
+        print(f"supervisor build: {error}", file=sys.stderr)
+        return BuildExit.ERROR
+    except KeyboardInterrupt:
+        print(f"supervisor build: stopped waiting for build {args.build_id}", file=sys.stderr)
+        return BuildExit.NOT_ENDED
     finally:
         engine.dispose()
     if view is None:
         print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
-        return 1
+        return BuildExit.ERROR
     print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, args.artifacts))
-    return 0
+    if args.wait and not view.ended:
+        print(
+            f"supervisor build: build {view.id} is still {view.status} after {args.timeout:g} s",
+            file=sys.stderr,
+        )
+    return VERDICTS[view.status]
+
+
+def _read(engine: Engine, args: argparse.Namespace) -> BuildView | None:
+    with transaction(engine) as conn:
+        return load_build(conn, args.build_id)
+
+
+def _wait(
+    engine: Engine,
+    args: argparse.Namespace,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BuildView | None:
+    """The build once it has ended, or as it stands when `--timeout` runs out; None when
+    there is no such build. A database that goes away meanwhile is waited for too (said once),
+    since the hosts doing the work wait for it as well."""
+    deadline = None if args.timeout is None else clock() + args.timeout
+    said_unavailable = False
+    while True:
+        try:
+            view = _read(engine, args)
+        except DatabaseUnavailable as error:
+            if not said_unavailable:
+                print(f"supervisor build: waiting for the database: {error}", file=sys.stderr)
+                said_unavailable = True
+            view = None
+        else:
+            if view is None or view.ended:
+                return view
+        if deadline is not None and clock() >= deadline:
+            return view if view is not None else _read(engine, args)
+        sleep(
+            WAIT_POLL_SECONDS
+            if deadline is None
+            else min(WAIT_POLL_SECONDS, max(deadline - clock(), 0.0))
+        )

@@ -46,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module, help_text in COMMANDS:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub = commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=getattr(module, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         # The demo prints its own story; the host's log is kept to warnings unless asked.
         add_common(sub, log_level="warning" if name == "demo" else "info")
         if hasattr(module, "add_arguments"):

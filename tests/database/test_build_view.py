@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
-from tests.capture_helpers import run_build, run_cli, upload, write_png
+from supervisor.builds.cancel import cancel_build
+from supervisor.commands.build import BuildExit
+from supervisor.db.connection import transaction
+from tests.capture_helpers import run_build, run_cli, run_jobs, upload, write_png
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
@@ -76,7 +81,9 @@ def build_command(
 def test_json_has_exactly_the_documented_keys(
     database_url: str, finished: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert build_command(capsys, database_url, tmp_path, str(finished), "--json") == 0
+    assert (
+        build_command(capsys, database_url, tmp_path, str(finished), "--json") == BuildExit.FAILED
+    )
     printed: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert set(printed) == BUILD_KEYS
     assert all(set(snapshot) == SNAPSHOT_KEYS for snapshot in printed["snapshots"])
@@ -101,7 +108,7 @@ def test_json_has_exactly_the_documented_keys(
 def test_the_table_is_aligned_and_names_the_report(
     database_url: str, finished: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert build_command(capsys, database_url, tmp_path, str(finished)) == 0
+    assert build_command(capsys, database_url, tmp_path, str(finished)) == BuildExit.FAILED
     out = capsys.readouterr().out
     assert f"build {finished}  web @ feature" in out
     assert "status    failed: 1 snapshot failed" in out
@@ -129,7 +136,8 @@ def test_a_build_still_capturing_shows_no_finish(
 ) -> None:
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     queued = upload(engine, tmp_path / "artifacts", tmp_path / "v1")
-    assert build_command(capsys, database_url, tmp_path, str(queued.build_id), "--json") == 0
+    code = build_command(capsys, database_url, tmp_path, str(queued.build_id), "--json")
+    assert code == BuildExit.NOT_ENDED
     printed = json.loads(capsys.readouterr().out)
     assert (printed["status"], printed["finished_at"], printed["snapshots"]) == (
         "pending",
@@ -141,5 +149,62 @@ def test_a_build_still_capturing_shows_no_finish(
 def test_an_unknown_build_is_a_clear_error(
     database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert build_command(capsys, database_url, tmp_path, "42") == 1
+    assert build_command(capsys, database_url, tmp_path, "42") == BuildExit.ERROR
     assert "no build with id 42" in capsys.readouterr().err
+
+
+def test_the_exit_status_tells_passed_changed_failed_and_cancelled_apart(
+    database_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    write_png(tmp_path / "v2/a.png", marks=MOVED)
+    (tmp_path / "v3").mkdir()
+    (tmp_path / "v3/a.png").write_bytes(b"\x89PNG\r\n\x1a\n but not a png")
+    passed = run_build(engine, artifacts, tmp_path / "v1").build_id
+    changed = run_build(engine, artifacts, tmp_path / "v2", branch="feature").build_id
+    failed = run_build(engine, artifacts, tmp_path / "v3", branch="feature").build_id
+    cancelled = upload(engine, artifacts, tmp_path / "v2", branch="feature").build_id
+    with transaction(engine) as conn:
+        cancel_build(conn, cancelled, artifacts)
+    verdicts = {
+        build_id: build_command(capsys, database_url, tmp_path, str(build_id))
+        for build_id in (passed, changed, failed, cancelled)
+    }
+    assert verdicts == {
+        passed: BuildExit.PASSED,
+        changed: BuildExit.CHANGED,
+        failed: BuildExit.FAILED,
+        cancelled: BuildExit.FAILED,
+    }
+    assert [int(code) for code in BuildExit] == [0, 1, 2, 3, 4, 5]  # documented: a contract
+
+
+def test_wait_returns_the_verdict_once_the_build_ends(
+    database_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    queued = upload(engine, artifacts, tmp_path / "v1")
+    worker = threading.Timer(1.5, run_jobs, (engine, artifacts))
+    worker.start()
+    started = time.monotonic()
+    code = build_command(capsys, database_url, tmp_path, str(queued.build_id), "--wait", "--json")
+    worker.join()
+    assert code == BuildExit.PASSED
+    assert time.monotonic() - started >= 1.5
+    assert json.loads(capsys.readouterr().out)["status"] == "passed"
+
+
+def test_wait_gives_up_after_the_timeout_saying_so(
+    database_url: str, engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    queued = upload(engine, tmp_path / "artifacts", tmp_path / "v1")
+    build_id = str(queued.build_id)
+    code = build_command(capsys, database_url, tmp_path, build_id, "--wait", "--timeout=0.3")
+    assert code == BuildExit.NOT_ENDED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"supervisor build: build {build_id} is still pending after 0.3 s"]
+    assert build_command(capsys, database_url, tmp_path, build_id, "--timeout=5") == BuildExit.USAGE
+    assert "--timeout takes --wait" in capsys.readouterr().err
