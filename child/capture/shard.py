@@ -21,6 +21,7 @@ import pyvips
 from child.capture.paths import UnsafePath, resolve_under
 from child.diff.compare import DiffOptions, ImageError, compare, probe
 from child.worker import resources
+from ipc.capture import RESULT_FIELDS
 
 Progress = Callable[[dict[str, Any]], None]
 SnapshotResult = dict[str, Any]
@@ -84,7 +85,7 @@ def _new(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> Snapshot
     """
     width, height = probe(image, options.max_pixels)
     _decode_fully(image)
-    return _result(shot, "new", width=width, height=height)
+    return _result(shot, "new", width=width, height=height, **_settings(options))
 
 
 def _decode_fully(image: Path) -> None:
@@ -133,7 +134,8 @@ def _compared(
 
 
 def _settings(options: DiffOptions) -> dict[str, Any]:
-    """The settings a comparison used, which its result is stored with."""
+    """The settings a snapshot was judged with, which its result is stored with: a new one's
+    too, so that a story's own threshold shows from its first build."""
     return {
         "metric": options.metric,
         "threshold": options.threshold,
@@ -149,21 +151,9 @@ def failed_result(shot: Mapping[str, Any], error: str) -> SnapshotResult:
 
 def _result(shot: Mapping[str, Any], status: str, **facts: Any) -> SnapshotResult:
     baseline = shot.get("baseline")
-    result: SnapshotResult = {
-        "name": shot["name"],
-        "status": status,
-        "width": None,
-        "height": None,
-        "diff_pixels": None,
-        "diff_ratio": None,
-        "diff_path": None,
-        "diff_box": None,
-        "metric": None,
-        "threshold": None,
-        "flat_threshold": None,
-        "count_aa": None,
-        "error": None,
-        "baseline_id": baseline["id"] if baseline else None,
-    }
+    result: SnapshotResult = dict.fromkeys(RESULT_FIELDS)
+    result.update(
+        name=shot["name"], status=status, baseline_id=baseline["id"] if baseline else None
+    )
     result.update(facts)
     return result

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, func, insert, select, update
 
+from ipc.capture import RESULT_FIELDS
 from ipc.storybook import (
     CROPS,
     MAX_DELAY_MS,
@@ -46,25 +47,6 @@ from supervisor.db.tables import (
 log = structlog.get_logger(__name__)
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-#: The keys of each snapshot result the child sends back.
-RESULT_FIELDS = (
-    "name",
-    "status",
-    "width",
-    "height",
-    "diff_pixels",
-    "diff_ratio",
-    "diff_path",
-    "diff_box",
-    "metric",
-    "threshold",
-    "flat_threshold",
-    "count_aa",
-    "error",
-    "baseline_id",
-)
-
-
 #: What a story snapshot's row keeps of its `StorySnapshot`.
 STORY_COLUMNS = ("story_id", "mode", "title", "story")
 #: The largest viewport side a story snapshot may ask for, in CSS pixels.

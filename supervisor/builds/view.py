@@ -32,7 +32,7 @@ class SnapshotView:
     baseline_image: str | None
     #: The accepted build the baseline came from (fixed when this snapshot's build was created).
     baseline_build_id: int | None
-    #: The settings its comparison used; all None when nothing was compared (new, failed).
+    #: The diff settings it was judged with; all None for a failed snapshot.
     metric: str | None
     threshold: float | None
     flat_threshold: float | None
@@ -61,7 +61,7 @@ class SnapshotView:
 
     @property
     def settings(self) -> dict[str, Any] | None:
-        """The diff settings its comparison used, None when nothing was compared."""
+        """The diff settings it was judged with; None for a failed snapshot."""
         if self.metric is None:
             return None
         return {

@@ -22,24 +22,13 @@ from child.browser.render import StoryRenderer
 from child.browser.site import Site
 from child.storybook import capture, plan
 from child.storybook.stored import load
+from ipc.capture import RESULT_FIELDS as CAPTURE_RESULT_FIELDS
 from ipc.storybook import STORY_RESULT_FIELDS, StorySnapshot
 from tests.browser.conftest import Stored, capture_payload, snapshot
 
 HANG = "example-hang--main-thread-hang"
 THROWS = "example-broken--throws-in-render"
-RESULT_FIELDS = {
-    "name",
-    "status",
-    "width",
-    "height",
-    "diff_pixels",
-    "diff_ratio",
-    "diff_path",
-    "metric",
-    "error",
-    "baseline_id",
-    *STORY_RESULT_FIELDS,
-}
+RESULT_FIELDS = {*CAPTURE_RESULT_FIELDS, *STORY_RESULT_FIELDS}
 
 
 @pytest.fixture(scope="module")
