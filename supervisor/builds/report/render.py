@@ -1,0 +1,175 @@
+"""The report page of a build: one self-contained HTML file, made for review.
+
+It opens from disk in any browser with no server and nothing fetched: its style (`report.css`)
+and script (`report.js`), kept beside this module so that each can be read and edited as what
+it is, are inlined into the page, and its images are relative links into the artifacts folder.
+What needs a look comes first: changed snapshots, then failed, new and unchanged, each status a
+group that the filter shows alone. The header says what the build is and how it ended; the
+toolbar under it stays in view with the filter and the keys.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cache
+from html import escape
+from importlib import resources
+
+from supervisor.builds.report.paths import report_link
+from supervisor.builds.report.snapshot import snapshot_section
+from supervisor.builds.view import BuildView, SnapshotView
+
+#: The order groups appear in: what needs a look first.
+STATUS_ORDER = ("changed", "failed", "new", "unchanged")
+KEYS = (
+    "<kbd>j</kbd> or <kbd>&rarr;</kbd> next snapshot, <kbd>k</kbd> or <kbd>&larr;</kbd> previous"
+    " (among those the filter shows); <kbd>o</kbd> overlay, <kbd>b</kbd> blink (of the current"
+    " one); click an image to zoom, <kbd>Esc</kbd> or a click closes it"
+)
+
+
+@cache
+def asset(name: str) -> str:
+    """A file of this package (`report.css`, `report.js`), read once per process."""
+    return resources.files("supervisor.builds.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def render_report(view: BuildView) -> str:
+    """The report page of `view`, with links relative to the reports folder."""
+    title = f"Build {view.id}: {view.project} @ {view.branch}"
+    ordered = sorted(view.snapshots, key=lambda s: (STATUS_ORDER.index(s.status), s.name))
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head><body>",
+            _header(view, title),
+            _toolbar(view),
+            "<main>",
+            *_groups(ordered),
+            "</main>",
+            '<dialog class="zoom" aria-label="zoomed image"><div class="zoom-frame">'
+            '<img alt=""></div><p class="zoom-caption"></p></dialog>',
+            f"<script>{asset('report.js')}</script>",
+            "</body></html>",
+        ]
+    )
+
+
+def _header(view: BuildView, title: str) -> str:
+    status = escape(view.status)
+    facts = [
+        ("project", escape(view.project)),
+        ("branch", escape(view.branch)),
+        ("commit", f"<code>{escape(view.commit)}</code>" if view.commit else "-"),
+        ("source", escape(view.source)),
+        ("snapshots", _counts(view)),
+        ("created", f"{_time(view.created_at)} UTC"),
+        ("finished", _finished(view)),
+        ("baselines", _baselines(view)),
+    ]
+    rows = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
+    return (
+        f'<header><h1><span class="badge {status}">{status}</span> {escape(title)}</h1>'
+        f'<dl class="build">{rows}</dl>{_problems(view)}</header>'
+    )
+
+
+def _counts(view: BuildView) -> str:
+    counts = ", ".join(f"{view.counts.get(status, 0)} {status}" for status in STATUS_ORDER)
+    return f"{len(view.snapshots)} ({counts})"
+
+
+def _time(moment: datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S}"
+
+
+def _finished(view: BuildView) -> str:
+    if view.finished_at is None:
+        return "-"
+    seconds = (view.finished_at - view.created_at).total_seconds()
+    return f"{_time(view.finished_at)} UTC (took {_duration(seconds)})"
+
+
+def _duration(seconds: float) -> str:
+    """A build's length as people say it: 4.2 s, 3 min 5 s, 2 h 10 min."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _baselines(view: BuildView) -> str:
+    """The builds the baselines came from, each a link to its report beside this one."""
+    if not view.baseline_builds:
+        return "none: every snapshot is new"
+    links = ", ".join(
+        f'<a href="{report_link(build_id)}">build {build_id}</a>'
+        for build_id in view.baseline_builds
+    )
+    return f"from {links}"
+
+
+def _problems(view: BuildView) -> str:
+    """The build's error, the baselines it has no snapshot for, and the stories it left out."""
+    parts = [f'<p class="error">{escape(view.error)}</p>'] if view.error else []
+    if view.removed:
+        names = "".join(f"<li><code>{escape(name)}</code></li>" for name in view.removed)
+        parts.append(
+            f"<details><summary>{len(view.removed)} removed since the baselines"
+            f" (a story deleted or renamed)</summary><ul>{names}</ul></details>"
+        )
+    if view.skipped:
+        stories = "".join(
+            f"<li><code>{escape(s['story_id'])}</code>: {escape(s['reason'])}</li>"
+            for s in view.skipped
+        )
+        parts.append(
+            f"<details><summary>{len(view.skipped)} {_plural(len(view.skipped), 'story', 'stories')}"
+            " left out</summary>"
+            f"<ul>{stories}</ul></details>"
+        )
+    return "".join(parts)
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return one if count == 1 else many
+
+
+def _toolbar(view: BuildView) -> str:
+    """The filter by status, with counts, and the keys: in view while the page scrolls."""
+    choices = [("all", len(view.snapshots))] + [(s, view.counts.get(s, 0)) for s in STATUS_ORDER]
+    buttons = "".join(
+        f'<button type="button" data-show="{status}" aria-pressed="{str(status == "all").lower()}">'
+        f"{status} ({count})</button>"
+        for status, count in choices
+    )
+    return (
+        f'<div class="toolbar"><nav aria-label="filter by status">{buttons}</nav>'
+        f'<p class="keys">Keys: {KEYS}</p></div>'
+    )
+
+
+def _groups(ordered: list[SnapshotView]) -> list[str]:
+    """A group per status present, in `STATUS_ORDER`; the unchanged group can load all its
+    images at once."""
+    groups = []
+    for status in STATUS_ORDER:
+        members = [(index, s) for index, s in enumerate(ordered) if s.status == status]
+        if not members:
+            continue
+        more = (
+            ' <button type="button" class="show-all">show all images</button>'
+            if status == "unchanged"
+            else ""
+        )
+        sections = "".join(snapshot_section(s, f"s{index}") for index, s in members)
+        groups.append(
+            f'<div class="group" data-group="{status}">'
+            f'<h2>{status} <span class="meta">({len(members)})</span>{more}</h2>'
+            f"{sections}</div>"
+        )
+    return groups
