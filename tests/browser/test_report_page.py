@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 import pyvips
-from playwright.sync_api import Browser, ConsoleMessage, Page, Request, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, Request
 from sqlalchemy import Engine
 
+from child.browser.launch import ChildBrowser
 from supervisor.builds.report.crop import crop_of
 from supervisor.builds.view import BuildView, load_build
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from tests.capture_helpers import run_build, write_png
-from tests.chromium import require_chromium
 
 SIZE = (160, 120)
 BLUE = (37, 99, 235)
@@ -75,15 +75,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
     yield Built(view, artifacts / view.report_path)
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    path = require_chromium()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield browser
-        browser.close()
-
-
 @dataclass
 class Opened:
     """The report in a fresh page, with what it asked for and what went wrong."""
@@ -99,9 +90,11 @@ class Opened:
 
 
 @pytest.fixture
-def opened(built: Built, chromium: Browser) -> Iterator[Opened]:
-    """The report, loaded; on teardown, no console error, page error or failed request."""
-    context = chromium.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+def opened(built: Built, browser: ChildBrowser) -> Iterator[Opened]:
+    """The report, loaded in the child's own browser (`conftest.browser`: the process has one
+    Playwright driver, which the child's launcher owns); on teardown, no console error, page
+    error or failed request."""
+    context = browser.browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
     page = context.new_page()
     state = Opened(page)
 
@@ -303,6 +296,24 @@ def test_j_and_k_move_the_current_snapshot_among_those_the_filter_shows(
     assert current() == "pixel"
     page.keyboard.press("j")
     assert current() == "pixel"  # the unchanged ones are hidden
+
+
+def test_o_and_b_overlay_and_blink_the_current_snapshot(built: Built, opened: Opened) -> None:
+    page = opened.page
+    snapshot = page.locator(section(built, "button"))
+    blink = snapshot.locator("button.blink")  # hidden with the overlay, unlike a role's match
+    page.keyboard.press("j")
+    page.keyboard.press("o")
+    assert snapshot.locator(".overlay").is_visible()
+    page.keyboard.press("b")
+    assert blink.get_attribute("aria-pressed") == "true"
+    page.keyboard.press("b")
+    assert blink.get_attribute("aria-pressed") == "false"
+    page.keyboard.press("b")
+    page.keyboard.press("o")  # back to side by side, which stops the blinking
+    assert snapshot.locator(".sides").is_visible() and not snapshot.locator(".overlay").is_visible()
+    assert blink.get_attribute("aria-pressed") == "false"
+    assert snapshot.locator(".stack").get_attribute("data-blink") is None
 
 
 def test_a_click_zooms_an_image_and_escape_or_a_click_closes_it(
