@@ -1,10 +1,11 @@
 """One snapshot of the report, as HTML: what a reviewer needs to judge it, most telling first.
 
-A changed snapshot opens with the enlarged crop of its changed area (`crop`), then the full
-baseline, new and diff side by side, with an overlay of baseline and new to slide or blink
-between; then what it was compared with and how. A failed one shows its error; a new one its
-image. An unchanged one is a line, its image linked as `data-src` only and loaded when asked,
-so that a build of thousands of unchanged snapshots opens at once.
+Under its name, one line of facts: the story, how many pixels changed, the build its baseline
+came from and the settings it was compared with. A changed snapshot then opens with the
+enlarged crop of its changed area (`crop`), then the full baseline, new and diff side by side,
+or baseline and new overlaid to slide or blink between. A failed one shows its error; a new one
+its image. An unchanged one is a line, its image linked as `data-src` only and loaded when
+asked, so that a build of thousands of unchanged snapshots opens at once.
 
 The markup's classes and data attributes are what `report.js` drives and `report.css` lays
 out; every name and message is HTML-escaped, since names come from uploaded paths and story
