@@ -22,6 +22,7 @@ import pyvips
 
 from child.diff import compare as diff
 from child.diff.compare import DiffOptions, ImageError, Metric, compare, probe
+from child.storybook.capture import snapshot_options
 from ipc import scratch as ipc_scratch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "diff"
@@ -235,3 +236,19 @@ def test_bad_image_raises_image_error_naming_the_file(tmp_path: Path, kind: str,
 def test_missing_file_raises_image_error(tmp_path: Path) -> None:
     with pytest.raises(ImageError, match=r"missing\.png"):
         compare(FIXTURES / "text-1px.a.png", tmp_path / "missing.png", None)
+
+
+def test_a_story_s_own_threshold_keeps_the_project_s_finer_pass_and_budget() -> None:
+    project = DiffOptions(flat_threshold=0.02, budget_pixels=7)
+    story = snapshot_options({"threshold": 0.3, "count_aa": True}, project)
+    assert (story.threshold, story.count_aa) == (0.3, True)
+    assert (story.flat_threshold, story.budget_pixels, story.metric) == (0.02, 7, "oklab")
+    assert snapshot_options({"threshold": None, "count_aa": None}, project) == project
+
+
+def test_the_budget_applies_to_what_the_finer_pass_counts() -> None:
+    token = pair("colour-token-button", SCREENS)
+    count = compare(*token, None).diff_pixels
+    assert count > 0 and compare(*token, None, reference_options("oklab 0.1")).diff_pixels == 0
+    assert compare(*token, None, DiffOptions(budget_pixels=count)).status == "unchanged"
+    assert compare(*token, None, DiffOptions(budget_pixels=count - 1)).status == "changed"
