@@ -21,7 +21,7 @@ import pyvips
 from child.capture.paths import UnsafePath, resolve_under
 from child.diff.compare import DiffOptions, ImageError, compare, probe
 from child.worker import resources
-from ipc.capture import RESULT_FIELDS
+from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
 
 Progress = Callable[[dict[str, Any]], None]
 SnapshotResult = dict[str, Any]
@@ -136,12 +136,7 @@ def _compared(
 def _settings(options: DiffOptions) -> dict[str, Any]:
     """The settings a snapshot was judged with, which its result is stored with: a new one's
     too, so that a story's own threshold shows from its first build."""
-    return {
-        "metric": options.metric,
-        "threshold": options.threshold,
-        "flat_threshold": options.flat_threshold,
-        "count_aa": options.count_aa,
-    }
+    return {key: getattr(options, key) for key in SETTING_FIELDS}
 
 
 def failed_result(shot: Mapping[str, Any], error: str) -> SnapshotResult:

@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, func, insert, select, update
 
-from ipc.capture import RESULT_FIELDS
+from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
 from ipc.storybook import (
     CROPS,
     MAX_DELAY_MS,
@@ -332,10 +332,7 @@ def _snapshot_row(
         "height": item["height"],
         "baseline_id": item["baseline_id"],
         "status": item["status"],
-        "metric": item["metric"],
-        "threshold": item["threshold"],
-        "flat_threshold": item["flat_threshold"],
-        "count_aa": item["count_aa"],
+        **{key: item[key] for key in SETTING_FIELDS},
         "diff_box": item["diff_box"],
         "diff_pixels": item["diff_pixels"],
         "diff_ratio": None if item["diff_ratio"] is None else float(item["diff_ratio"]),

@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from ipc.capture import SETTING_FIELDS
 from supervisor.db.tables import BuildSource, build_baselines, builds, projects, snapshots
 
 
@@ -64,12 +65,7 @@ class SnapshotView:
         """The diff settings it was judged with; None for a failed snapshot."""
         if self.metric is None:
             return None
-        return {
-            "metric": self.metric,
-            "threshold": self.threshold,
-            "flat_threshold": self.flat_threshold,
-            "count_aa": self.count_aa,
-        }
+        return {key: getattr(self, key) for key in SETTING_FIELDS}
 
     def as_json(self) -> dict[str, Any]:
         return {
