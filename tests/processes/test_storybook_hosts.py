@@ -167,10 +167,7 @@ def test_a_killed_child_and_a_killed_host_leave_no_chromium_behind(
     child = wait_for(lambda: _child_rendering(engine, host), timeout=60)
     browsers = wait_for(lambda: _browser_of(child), timeout=30)
     psutil.Process(child).send_signal(signal.SIGKILL)
-    wait_for(
-        lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in browsers),
-        timeout=10,
-    )
+    wait_for(lambda: not any(_alive(p) for p in browsers), timeout=10)
     wait_for(lambda: _child_rendering(engine, host, other_than=child), timeout=60)
     host.signal(signal.SIGKILL)
     host.wait(10)
@@ -186,6 +183,14 @@ def _child_rendering(
             select(jobs.c.child_pid).where(jobs.c.kind == "capture", jobs.c.status == "running")
         ).scalars()
         return next((pid for pid in pids if pid and pid != other_than), None)
+
+
+def _alive(process: psutil.Process) -> bool:
+    """Running and not a zombie; a process that goes between the two questions is gone."""
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _browser_of(child: int) -> list[psutil.Process] | None:
