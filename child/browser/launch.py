@@ -125,7 +125,8 @@ def launch(
     Must run on the child's main thread (see the module docstring). Raises `ChromiumNotFound`
     or `BrowserUnavailable` with one line, or `OutOfResources` when the host lacks a process
     or memory for it. `beat` is called every `BEAT_SECONDS` while Chromium starts (slow on a
-    loaded host), and once more before Playwright connects.
+    loaded host), and between the steps after it (starting Playwright's driver, connecting),
+    which block the thread that beats and each take seconds on a loaded host.
     """
     path = executable or configured_chromium()
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -141,6 +142,7 @@ def launch(
             port = _wait_for_port(process, profile, timeout, beat)
             beat()
             driver = _driver()
+            beat()
             browser = driver.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
         except BaseException:
             process.kill()
@@ -257,6 +259,7 @@ def child_browser(beat: Callable[[], None] = lambda: None) -> ChildBrowser:
         log.warning("browser found dead, launching another", pid=_current.pid)
         _current.close()
         _current = None
+        beat()
     _current = launch(beat=beat)
     return _current
 

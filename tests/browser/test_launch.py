@@ -78,6 +78,21 @@ def test_the_browser_is_in_the_childs_group_and_reused(browser: ChildBrowser) ->
     page.close()
 
 
+def test_a_browser_found_dead_is_replaced_beating_between_the_blocking_steps(
+    browser: ChildBrowser,
+) -> None:
+    """Closing the dead browser, starting the driver and connecting each block the child's
+    main thread: a beat between them keeps the parent's stall watchdog from taking a relaunch
+    on a loaded host for a hang."""
+    os.kill(browser.pid, signal.SIGKILL)
+    browser.process.wait()
+    beats: list[float] = []
+    again = child_browser(beat=lambda: beats.append(time.monotonic()))
+    assert again is not browser and again.alive()
+    assert len(beats) >= 3, "after the dead one is closed, after the port, after the driver"
+    assert child_browser() is again
+
+
 def _holder() -> tuple[subprocess.Popen[str], set[int]]:
     """A process in a group of its own holding a browser, and every process of its tree."""
     require_chromium()
