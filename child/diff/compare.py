@@ -407,9 +407,9 @@ def _oklab_of(words: Words, pixels: Indices) -> tuple[Floats, Floats, Indices]:
         background = _checkerboard(np.concatenate([pixels, pixels]))
         lms, lr = _oklab(_blended(_channels(words), background))
         return lms, lr, np.arange(words.size)
-    distinct = np.unique(words)
+    distinct, rows = kernels.distinct(words)
     lms, lr = _oklab(LINEAR[_channels(distinct)[:, :3]])  # = _blended's value for alpha 255
-    return lms, lr, np.searchsorted(distinct, words)
+    return lms, lr, rows
 
 
 def _oklab_test(overlap: _Overlap, changed: Indices) -> ColourTest:
@@ -469,8 +469,17 @@ def _write_diff(
     white (``drawGrayPixel``); the area outside the overlap is all red. Written to a scratch
     file and renamed, so a reader never sees half a PNG."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
-    grey = _faded_grey(base, overlap)
-    rgb = kernels.diff_image(grey, overlap.width, overlap.height, counted, width, height)
+    rgb = kernels.diff_image(
+        overlap.a32,
+        _faded_grey(base, overlap),
+        overlap.width,
+        overlap.height,
+        counted,
+        width,
+        height,
+        GREY_RED_GREEN,
+        GREY_BLUE,
+    )
     image = pyvips.Image.new_from_memory(rgb.data, width, height, 3, "uchar")
     temporary: Path | None = None
     try:
@@ -487,10 +496,11 @@ def _write_diff(
 
 def _faded_grey(base: Pixels, overlap: _Overlap) -> Pixels:
     """pixelmatch ``drawGrayPixel`` over the overlap (the rest of the diff is red), one byte per
-    pixel: ``255 + (luma - 255) * alpha / 255 * DIFF_FADE``, truncated. An opaque baseline, the
-    usual screenshot, takes the tables; any other, libvips' operations in double."""
+    pixel: ``255 + (luma - 255) * alpha / 255 * DIFF_FADE``, truncated, by libvips' operations
+    in double; empty for an opaque baseline, the usual screenshot, whose grey
+    ``kernels.diff_image`` looks up in the tables below as it writes the image."""
     if (overlap.a32 >= OPAQUE).all():
-        return kernels.opaque_grey(overlap.a32, GREY_RED_GREEN, GREY_BLUE)
+        return np.empty(0, np.uint8)
     baseline = pyvips.Image.new_from_memory(base.data, base.shape[1], base.shape[0], 4, "uchar")
     baseline = baseline.crop(0, 0, overlap.width, overlap.height)
     luma = baseline.extract_band(0, n=3).cast("double").recomb([list(LUMA)])

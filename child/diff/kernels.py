@@ -74,6 +74,49 @@ def _channel(word: np.uint32, shift: int) -> int:
     return int((word >> shift) & 255)
 
 
+Neighbours = tuple[int, int, int, int, int, int, int, int]
+
+
+@_inline
+def _neighbours(pixel: int, width: int, height: int) -> tuple[Neighbours, int]:
+    """The 8 neighbours of ``pixel`` in pixelmatch's scan order (columns outside, rows inside),
+    and where pixelmatch starts its count of equal neighbours (1 on the border).
+
+    pixelmatch skips neighbours outside the image. Here they are the pixel itself, which makes
+    each of them an identical neighbour, with a brightness delta of exactly 0 (neither darker
+    nor brighter) and inside the range of any block that holds the pixel; so the count starts
+    lower by one for each. A fixed list instead of pixelmatch's clamped loops lets the compiler
+    unroll every loop over the neighbours.
+    """
+    y, x = divmod(pixel, width)
+    left, right, up, down = x > 0, x < width - 1, y > 0, y < height - 1
+    if left and right and up and down:
+        return (
+            pixel - width - 1,
+            pixel - 1,
+            pixel + width - 1,
+            pixel - width,
+            pixel + width,
+            pixel - width + 1,
+            pixel + 1,
+            pixel + width + 1,
+        ), 0
+    neighbours = (
+        pixel - width - 1 if left and up else pixel,
+        pixel - 1 if left else pixel,
+        pixel + width - 1 if left and down else pixel,
+        pixel - width if up else pixel,
+        pixel + width if down else pixel,
+        pixel - width + 1 if right and up else pixel,
+        pixel + 1 if right else pixel,
+        pixel + width + 1 if right and down else pixel,
+    )
+    outside = 0
+    for neighbour in neighbours:
+        outside += neighbour == pixel
+    return neighbours, 1 - outside
+
+
 @_inline
 def _brightness(words: Words, centre: int, other: int, yiq: bool) -> float:
     """Luma difference between pixel ``centre`` and its neighbour ``other``.
@@ -113,6 +156,50 @@ def _brightness(words: Words, centre: int, other: int, yiq: bool) -> float:
     return luma
 
 
+@_inline
+def _slot(word: np.uint32, size: int) -> int:
+    """A hash of a word into a table of ``size`` (a power of 2) slots."""
+    mixed = int(word) ^ (int(word) >> 16)
+    mixed = (mixed * 0x45D9F3B) ^ ((mixed * 0x45D9F3B) >> 16)
+    return mixed & (size - 1)
+
+
+@_compiled("Tuple((uint32[::1], int64[::1]))(uint32[::1])")
+def distinct(words: Words) -> tuple[Words, Indices]:
+    """``np.unique(words)`` and the row of each word in it (``searchsorted``), from one pass
+    through a hash table instead of a sort and a binary search per word: a changed 4K page has
+    a million words and a few hundred distinct colours. Open addressing, linear probing, the
+    table doubled whenever it is half full."""
+    found = np.empty(words.size, np.uint32)  # in order of first appearance
+    rows = np.empty(words.size, np.int64)
+    size, count = 1024, 0
+    keys, slots = np.empty(size, np.uint32), np.full(size, -1, np.int64)
+    for n in range(words.size):
+        word = words[n]
+        slot = _slot(word, size)
+        while slots[slot] >= 0 and keys[slot] != word:
+            slot = (slot + 1) & (size - 1)
+        if slots[slot] < 0:
+            keys[slot], slots[slot], found[count] = word, count, word
+            count += 1
+        rows[n] = slots[slot]
+        if 2 * count > size:
+            size *= 2
+            keys, slots = np.empty(size, np.uint32), np.full(size, -1, np.int64)
+            for row in range(count):
+                slot = _slot(found[row], size)
+                while slots[slot] >= 0:
+                    slot = (slot + 1) & (size - 1)
+                keys[slot], slots[slot] = found[row], row
+    # Sorted, as np.unique returns them, so that the conversion sees the same array.
+    order = np.argsort(found[:count])
+    rank = np.empty(count, np.int64)
+    rank[order] = np.arange(count)
+    for n in range(words.size):
+        rows[n] = rank[rows[n]]
+    return found[order], rows
+
+
 @_compiled("UniTuple(float64[::1], 2)(float64[:, ::1], float64[::1], int64[::1], int64[::1])")
 def hyab_terms(lms: Floats, lr: Floats, rows1: Indices, rows2: Indices) -> tuple[Floats, Floats]:
     """pixelmatch 8 ``colorDelta``'s two terms for each pair of rows of cube-rooted LMS
@@ -133,15 +220,10 @@ def hyab_terms(lms: Floats, lr: Floats, rows1: Indices, rows2: Indices) -> tuple
 def _many_siblings(words: Words, width: int, height: int, pixel: int) -> bool:
     """pixelmatch ``hasManySiblings``: 3+ neighbours of identical RGBA, the border counting
     as one."""
-    y1, x1 = divmod(pixel, width)
-    zeroes = 1 if x1 == 0 or x1 == width - 1 or y1 == 0 or y1 == height - 1 else 0
-    for x in range(max(x1 - 1, 0), min(x1 + 1, width - 1) + 1):
-        for y in range(max(y1 - 1, 0), min(y1 + 1, height - 1) + 1):
-            if (x != x1 or y != y1) and words[y * width + x] == words[pixel]:
-                zeroes += 1
-                if zeroes > 2:
-                    return True
-    return False
+    neighbours, zeroes = _neighbours(pixel, width, height)
+    for neighbour in neighbours:
+        zeroes += words[neighbour] == words[pixel]
+    return zeroes > 2
 
 
 @_inline
@@ -152,23 +234,19 @@ def _antialiased(
     V. Vysniauskas, 2009) in ``image``: the pixel sits on an intensity ramp between a darkest
     and a brightest neighbour (the first in scan order, columns outside, wins a tie), one of
     which has 3+ identical siblings in both images."""
-    y1, x1 = divmod(pixel, width)
-    zeroes = 1 if x1 == 0 or x1 == width - 1 or y1 == 0 or y1 == height - 1 else 0
+    neighbours, zeroes = _neighbours(pixel, width, height)
     darkest, brightest = 0.0, 0.0
     dark, bright = -1, -1
-    for x in range(max(x1 - 1, 0), min(x1 + 1, width - 1) + 1):
-        for y in range(max(y1 - 1, 0), min(y1 + 1, height - 1) + 1):
-            if x == x1 and y == y1:
-                continue
-            delta = _brightness(image, pixel, y * width + x, yiq)
-            if delta == 0:
-                zeroes += 1
-                if zeroes > 2:
-                    return False
-            elif delta < darkest:
-                darkest, dark = delta, y * width + x
-            elif delta > brightest:
-                brightest, bright = delta, y * width + x
+    for neighbour in neighbours:
+        delta = _brightness(image, pixel, neighbour, yiq)
+        if delta == 0:
+            zeroes += 1
+            if zeroes > 2:
+                return False
+        elif delta < darkest:
+            darkest, dark = delta, neighbour
+        elif delta > brightest:
+            brightest, bright = delta, neighbour
     if dark < 0 or bright < 0:
         return False
     return (
@@ -194,19 +272,13 @@ def antialiased_in_either(
 def _alike(words: Words, width: int, height: int, pixel: int) -> bool:
     """3+ neighbours within ``FLAT_LEVELS`` of the pixel in every channel, the border counting
     as one (as pixelmatch counts siblings)."""
-    y1, x1 = divmod(pixel, width)
-    alike = 1 if x1 == 0 or x1 == width - 1 or y1 == 0 or y1 == height - 1 else 0
-    centre = words[pixel]
-    for x in range(max(x1 - 1, 0), min(x1 + 1, width - 1) + 1):
-        for y in range(max(y1 - 1, 0), min(y1 + 1, height - 1) + 1):
-            if x == x1 and y == y1:
-                continue
-            other = words[y * width + x]
-            close = True
-            for shift in range(0, 32, 8):
-                if abs(_channel(other, shift) - _channel(centre, shift)) > FLAT_LEVELS:
-                    close = False
-            alike += close
+    neighbours, alike = _neighbours(pixel, width, height)
+    for neighbour in neighbours:
+        close = True
+        for shift in range(0, 32, 8):
+            level = _channel(words[neighbour], shift)
+            close &= abs(level - _channel(words[pixel], shift)) <= FLAT_LEVELS
+        alike += close
     return alike > 2
 
 
@@ -229,18 +301,16 @@ def shifted(a32: Words, b32: Words, width: int, height: int, pixels: Indices) ->
     explained = np.empty(pixels.size, np.bool_)
     for n in range(pixels.size):
         pixel = pixels[n]
-        y1, x1 = divmod(pixel, width)
+        neighbours, _ = _neighbours(pixel, width, height)
         within = True
         contrast, change = 0, 0
         for shift in range(0, 32, 8):
             value1, value2 = _channel(a32[pixel], shift), _channel(b32[pixel], shift)
             low1, high1, low2, high2 = value1, value1, value2, value2
-            for x in range(max(x1 - 1, 0), min(x1 + 1, width - 1) + 1):
-                for y in range(max(y1 - 1, 0), min(y1 + 1, height - 1) + 1):
-                    level1 = _channel(a32[y * width + x], shift)
-                    level2 = _channel(b32[y * width + x], shift)
-                    low1, high1 = min(low1, level1), max(high1, level1)
-                    low2, high2 = min(low2, level2), max(high2, level2)
+            for neighbour in neighbours:
+                level1, level2 = _channel(a32[neighbour], shift), _channel(b32[neighbour], shift)
+                low1, high1 = min(low1, level1), max(high1, level1)
+                low2, high2 = min(low2, level2), max(high2, level2)
             within = (
                 within
                 and low1 - FLAT_LEVELS <= value2 <= high1 + FLAT_LEVELS
@@ -252,31 +322,39 @@ def shifted(a32: Words, b32: Words, width: int, height: int, pixels: Indices) ->
     return explained
 
 
-@_compiled("uint8[::1](uint32[::1], float64[::1], float64[::1])")
-def opaque_grey(words: Words, grey_red_green: Floats, grey_blue: Floats) -> Pixels:
-    """pixelmatch ``drawGrayPixel`` of opaque pixel words: a table by red and green (the low 16
-    bits of the word) plus one by blue, truncated to a byte (see ``compare.GREY_RED_GREEN``)."""
-    grey = np.empty(words.size, np.uint8)
-    for pixel in range(words.size):
-        word = words[pixel]
-        grey[pixel] = np.uint8(grey_red_green[word & 0xFFFF] + grey_blue[(word >> 16) & 0xFF])
-    return grey
-
-
-@_compiled("uint8[:, :, ::1](uint8[::1], int64, int64, int64[::1], int64, int64)")
+@_compiled(
+    "uint8[:, :, ::1](uint32[::1], uint8[::1], int64, int64, int64[::1], int64, int64,"
+    " float64[::1], float64[::1])"
+)
 def diff_image(
-    grey: Pixels, width: int, height: int, counted: Indices, union_width: int, union_height: int
+    a32: Words,
+    grey: Pixels,
+    width: int,
+    height: int,
+    counted: Indices,
+    union_width: int,
+    union_height: int,
+    grey_red_green: Floats,
+    grey_blue: Floats,
 ) -> Pixels:
     """pixelmatch's diff image as RGB rows: the counted pixels (numbered over the ``width`` x
-    ``height`` overlap) and everything outside the overlap red, the rest ``grey``."""
+    ``height`` overlap) and everything outside the overlap red, the rest the baseline's faded
+    grey (``drawGrayPixel``). That grey is ``grey`` when given (a baseline that is not opaque,
+    computed by libvips) or else, for an opaque baseline ``a32``, a table by red and green (the
+    low 16 bits of the word) plus one by blue, truncated to a byte (``compare.GREY_BLUE``): in
+    one pass over the image."""
     image = np.empty((union_height, union_width, 3), np.uint8)
     for y in range(union_height):
         for x in range(union_width):
-            inside = x < width and y < height
-            level = grey[y * width + x] if inside else 0
-            image[y, x, 0] = level if inside else 255
-            image[y, x, 1] = level
-            image[y, x, 2] = level
+            if x >= width or y >= height:
+                image[y, x, 0], image[y, x, 1], image[y, x, 2] = 255, 0, 0
+                continue
+            if grey.size:
+                level = grey[y * width + x]
+            else:
+                word = a32[y * width + x]
+                level = np.uint8(grey_red_green[word & 0xFFFF] + grey_blue[(word >> 16) & 0xFF])
+            image[y, x, 0], image[y, x, 1], image[y, x, 2] = level, level, level
     for pixel in counted:
         y, x = divmod(pixel, width)
         image[y, x, 0], image[y, x, 1], image[y, x, 2] = 255, 0, 0
