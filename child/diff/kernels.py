@@ -176,6 +176,9 @@ def distinct(words: Words) -> tuple[Words, Indices]:
     keys, slots = np.empty(size, np.uint32), np.full(size, -1, np.int64)
     for n in range(words.size):
         word = words[n]
+        if n and word == words[n - 1]:  # a run of one colour
+            rows[n] = rows[n - 1]
+            continue
         slot = _slot(word, size)
         while slots[slot] >= 0 and keys[slot] != word:
             slot = (slot + 1) & (size - 1)
@@ -341,19 +344,19 @@ def diff_image(
     ``height`` overlap) and everything outside the overlap red, the rest the baseline's faded
     grey (``drawGrayPixel``). That grey is ``grey`` when given (a baseline that is not opaque,
     computed by libvips) or else, for an opaque baseline ``a32``, a table by red and green (the
-    low 16 bits of the word) plus one by blue, truncated to a byte (``compare.GREY_BLUE``): in
-    one pass over the image."""
+    low 16 bits of the word) plus one by blue, truncated to a byte (``compare.GREY_BLUE``),
+    once for each run of one colour, most of a screenshot."""
     image = np.empty((union_height, union_width, 3), np.uint8)
-    for y in range(union_height):
-        for x in range(union_width):
-            if x >= width or y >= height:
-                image[y, x, 0], image[y, x, 1], image[y, x, 2] = 255, 0, 0
-                continue
+    image[height:, :, 0], image[:, width:, 0] = 255, 255  # outside the overlap: red
+    image[height:, :, 1:], image[:, width:, 1:] = 0, 0
+    last, level = -1, np.uint8(0)  # no colour yet
+    for y in range(height):
+        for x in range(width):
             if grey.size:
                 level = grey[y * width + x]
-            else:
-                word = a32[y * width + x]
-                level = np.uint8(grey_red_green[word & 0xFFFF] + grey_blue[(word >> 16) & 0xFF])
+            elif a32[y * width + x] != last:
+                last = a32[y * width + x]
+                level = np.uint8(grey_red_green[last & 0xFFFF] + grey_blue[(last >> 16) & 0xFF])
             image[y, x, 0], image[y, x, 1], image[y, x, 2] = level, level, level
     for pixel in counted:
         y, x = divmod(pixel, width)
