@@ -13,7 +13,8 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
    none means ``unchanged``, and every later step looks at these pixels only;
 5. the colour metric on those pixels, vectorised with numpy (OKLab once per distinct colour);
 6. pixelmatch's anti-aliasing detector (Vysniauskas 2009) on the pixels that fail the colour
-   test only, as pixelmatch runs it, also vectorised;
+   test only, as pixelmatch runs it: its loops, compiled (``kernels``), since a pixel's
+   neighbourhood as array operations costs a gather of 8 neighbours per pixel;
 7. the finer pass, ours (``flat_threshold``; None turns it off and the counts are then
    pixelmatch's exactly): where both images are flat, the finer threshold; and a change that a
    sub-pixel shift of an edge explains is anti-aliasing (``_finer_pass``).
@@ -35,8 +36,8 @@ changes that a shift of under 0.4 px explains are forgiven; text moved by half a
 re-rasterised, not shifted, and still counts.
 
 Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and
-the per-pixel formulas below are pixelmatch's, evaluated in float64 like JavaScript numbers,
-for an array of pixels at a time. libvips decodes and writes the PNGs; its operations run only
+the per-pixel formulas are pixelmatch's, evaluated in float64 like JavaScript numbers, for an
+array of pixels at a time here and one pixel at a time in ``kernels``. libvips decodes and writes the PNGs; its operations run only
 inside functions: the fork server imports this module but must never start a libvips
 operation in the parent.
 """
