@@ -13,8 +13,13 @@ tool reads both PNG files, compares, and writes a diff PNG when there is a diffe
   CI step would run it; odiff server: odiff-bin's ``ODiffServer`` with a warm process, timed
   in node around each request.
 
-Times are medians of ``--runs`` runs (the machine is shared). The npm tools are installed on
-first use into ``benchmarks/.npm`` with ``npm install --no-save``.
+Times are medians of ``--runs`` runs (the machine is shared). Each size is measured once for
+each ``--vips-threads`` setting (default: libvips' own, all cores, then 1, as a host with one
+child per core runs it; the same knob, ``pyvips.concurrency_set``, that a child's ``threads``
+sets), every tool again beside ours, so that each ratio compares figures taken together.
+A summary then gives, for the changed pairs, ours (defaults) over odiff's server and
+pixelmatch 8 over ours. The npm tools are installed on first use into ``benchmarks/.npm`` with
+``npm install --no-save``.
 
 A second table measures a whole host settling byte-identical snapshots, the common case of a
 branch that changed nothing visible: a SQLite database in a temporary folder, a baseline build
@@ -53,6 +58,8 @@ from supervisor.commands.build import BuildExit
 HERE = Path(__file__).resolve().parent
 NPM = HERE / ".npm"
 SIZES = [(1280, 800), (1920, 1080), (3840, 2160)]
+# libvips' own number of threads (one per core, or VIPS_CONCURRENCY), read before any change.
+ALL_CORES = pyvips.concurrency_get()
 LOREM = (
     "Visual regression testing compares each new screenshot with its approved baseline and "
     "flags the pixels that changed. Anti-aliased text edges, sub-pixel layout shifts and colour "
@@ -273,29 +280,63 @@ def bench_host(folder: Path, snapshots: int) -> None:
     print(f"{snapshots:>9} {unchanged:>9} {seconds:8.2f} {snapshots / seconds:11.0f} {wall:7.2f}")
 
 
+def vips_threads(setting: str) -> int:
+    """``all`` (libvips' default, one per core) or a number of threads."""
+    return ALL_CORES if setting == "all" else int(setting)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--snapshots", type=int, default=400)
+    parser.add_argument(
+        "--vips-threads",
+        type=vips_threads,
+        nargs="+",
+        default=[ALL_CORES, 1],
+        help="libvips threads for ours and the floor: 'all' (its default) or N; each is a pass",
+    )
     arguments = parser.parse_args()
     runs = arguments.runs
     ensure_npm_tools()
+    print(f"libvips threads: {ALL_CORES} by default (vips column)")
     print(
-        f"{'size':>10} {'pair':<12} {'tool':<22} {'ms':>9} {'count':>8} {'x floor':>8} {'x odiff':>8}"
+        f"{'size':>10} {'pair':<12} {'vips':>4} {'tool':<22} {'ms':>9} {'count':>8}"
+        f" {'x floor':>8} {'x odiff':>8}"
     )
+    summary: list[str] = []
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         for width, height in SIZES:
-            for pair, (a, b) in make_pairs(folder, width, height).items():
-                timings = bench_pair(a, b, folder, runs)
-                base = timings[0].ms
-                odiff = next(t.ms for t in timings if t.tool == "odiff CLI")
-                for t in timings:
-                    count = "" if t.count is None else str(t.count)
-                    print(
-                        f"{width}x{height:<5} {pair:<12} {t.tool:<22} {t.ms:9.1f} {count:>8}"
-                        f" {t.ms / base:8.2f} {t.ms / odiff:8.2f}"
-                    )
+            pairs = make_pairs(folder, width, height)
+            for threads in arguments.vips_threads:
+                pyvips.concurrency_set(threads)
+                label = str(threads)
+                for pair, (a, b) in pairs.items():
+                    timings = bench_pair(a, b, folder, runs)
+                    base = timings[0].ms
+                    odiff = next(t.ms for t in timings if t.tool == "odiff CLI")
+                    for t in timings:
+                        count = "" if t.count is None else str(t.count)
+                        print(
+                            f"{width}x{height:<5} {pair:<12} {label:>4} {t.tool:<22} {t.ms:9.1f}"
+                            f" {count:>8} {t.ms / base:8.2f} {t.ms / odiff:8.2f}"
+                        )
+                    if pair == "changed":
+                        ms = {t.tool: t.ms for t in timings}
+                        ours, server = ms["ours defaults"], ms["odiff server"]
+                        pixelmatch = ms["pixelmatch 8 (node)"]
+                        summary.append(
+                            f"{width}x{height:<5} {label:>4} {ours:9.1f} {server:9.1f}"
+                            f" {pixelmatch:9.1f} {ours / server:9.2f} {pixelmatch / ours:9.2f}"
+                        )
+        pyvips.concurrency_set(ALL_CORES)
+    print("\nchanged pairs: ours (defaults) against odiff's server and pixelmatch 8, ms")
+    print(
+        f"{'size':>10} {'vips':>4} {'ours':>9} {'server':>9} {'pm 8':>9}"
+        f" {'ours/srv':>9} {'pm8/ours':>9}"
+    )
+    print("\n".join(summary))
     print("\nbyte-identical snapshots settled end to end (one host, SQLite, 4 shards)")
     with tempfile.TemporaryDirectory() as temporary:
         bench_host(Path(temporary), arguments.snapshots)

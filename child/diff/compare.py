@@ -13,7 +13,8 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
    none means ``unchanged``, and every later step looks at these pixels only;
 5. the colour metric on those pixels, vectorised with numpy (OKLab once per distinct colour);
 6. pixelmatch's anti-aliasing detector (Vysniauskas 2009) on the pixels that fail the colour
-   test only, as pixelmatch runs it, also vectorised;
+   test only, as pixelmatch runs it: its loops, compiled (``kernels``), since a pixel's
+   neighbourhood as array operations costs a gather of 8 neighbours per pixel;
 7. the finer pass, ours (``flat_threshold``; None turns it off and the counts are then
    pixelmatch's exactly): where both images are flat, the finer threshold; and a change that a
    sub-pixel shift of an edge explains is anti-aliasing (``_finer_pass``).
@@ -35,8 +36,8 @@ changes that a shift of under 0.4 px explains are forgiven; text moved by half a
 re-rasterised, not shifted, and still counts.
 
 Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and
-the per-pixel formulas below are pixelmatch's, evaluated in float64 like JavaScript numbers,
-for an array of pixels at a time. libvips decodes and writes the PNGs; its operations run only
+the per-pixel formulas are pixelmatch's, evaluated in float64 like JavaScript numbers, for an
+array of pixels at a time here and one pixel at a time in ``kernels``. libvips decodes and writes the PNGs; its operations run only
 inside functions: the fork server imports this module but must never start a libvips
 operation in the parent.
 """
@@ -46,7 +47,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -54,6 +54,8 @@ import numpy as np
 import numpy.typing as npt
 import pyvips
 
+from child.diff import kernels
+from child.diff.kernels import LUMA
 from child.worker import resources
 from ipc.diff_settings import (
     DEFAULT_BUDGET_PIXELS,
@@ -68,7 +70,6 @@ from ipc.scratch import new_file as new_scratch_file
 Pixels = npt.NDArray[np.uint8]  # height x width x RGBA
 Words = npt.NDArray[np.uint32]  # one pixel's RGBA bytes as one 32-bit word
 Indices = npt.NDArray[np.intp]  # pixel numbers i = y * width + x
-Counts = npt.NDArray[np.uint8]  # of neighbours, 0 to 9
 Ints = npt.NDArray[np.int32]
 Floats = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
@@ -81,8 +82,6 @@ OPAQUE = np.uint32(0xFF000000)
 YIQ_MAX_DELTA = 35215
 # Opacity of the baseline under the red pixels of the diff PNG (pixelmatch's `alpha` option).
 DIFF_FADE = 0.1
-# Rec.601 luma weights that pixelmatch uses for brightness (Kotsarenko and Ramos 2009).
-LUMA = (0.29889531, 0.58662247, 0.11448223)
 # Fastest zlib level: a diff PNG is for eyes, written once, and level 1 is several times
 # faster than the default 6 for a few percent more bytes.
 PNG_COMPRESSION = 1
@@ -139,16 +138,6 @@ class _Overlap:
             for image in (base, fresh)
         )
         return cls(a32, b32, width, height)
-
-    # Each image's counts of identical neighbours, made when the anti-aliasing check first
-    # asks, and filled in as it asks.
-    @cached_property
-    def siblings1(self) -> _Siblings:
-        return _Siblings(self.a32, self.width, self.height)
-
-    @cached_property
-    def siblings2(self) -> _Siblings:
-        return _Siblings(self.b32, self.width, self.height)
 
 
 def compare(
@@ -364,8 +353,6 @@ OKLAB_LMS = (
     (0.2119034982, 0.6806995451, 0.1073969566),
     (0.0883024619, 0.2817188376, 0.6299787005),
 )
-OKLAB_A = (1.9779984951, 2.4285922050, 0.4505937099)  # a = c0 * dl - c1 * dm + c2 * ds
-OKLAB_B = (0.0259040371, 0.7827717662, 0.8086757660)  # b = c0 * dl + c1 * dm - c2 * ds
 OKLAB_L = (0.2104542553, 0.7936177850, 0.0040720468)  # L = c0 * l + c1 * m - c2 * s
 # Ottosson's toe for OKLab lightness, Lr, which keeps near-black differences from dominating.
 TOE_K1, TOE_K2 = 0.206, 0.03
@@ -411,33 +398,28 @@ def _oklab(lin: Floats) -> tuple[Floats, Floats]:
     return lms, 0.5 * (x + np.sqrt(x * x + 4 * TOE_K2 * TOE_K3 * big_l))
 
 
-def _oklab_of(words: Words, pixels: Indices) -> tuple[Floats, Floats]:
+def _oklab_of(words: Words, pixels: Indices) -> tuple[Floats, Floats, Indices]:
     """``_oklab`` of the given pixels of both images (``words`` holds image 1's pixels, then
-    image 2's), converting each distinct colour once when all are opaque, as pixelmatch 8
-    caches opaque colours (``OKLAB_CACHE`` in ``index.js``): without a background to blend
-    over, the conversion depends on the colour alone, and a screenshot has a few hundred
-    colours over its changed pixels."""
+    image 2's), and the row of each pixel in it. When all are opaque, each distinct colour is
+    converted once, as pixelmatch 8 caches opaque colours (``OKLAB_CACHE`` in ``index.js``):
+    without a background to blend over, the conversion depends on the colour alone, and a
+    screenshot has a few hundred colours over its changed pixels."""
     if not (words >= OPAQUE).all():
         background = _checkerboard(np.concatenate([pixels, pixels]))
-        return _oklab(_blended(_channels(words), background))
-    distinct = np.unique(words)
+        lms, lr = _oklab(_blended(_channels(words), background))
+        return lms, lr, np.arange(words.size)
+    distinct, rows = kernels.distinct(words)
     lms, lr = _oklab(LINEAR[_channels(distinct)[:, :3]])  # = _blended's value for alpha 255
-    inverse = np.searchsorted(distinct, words)
-    return lms[inverse], lr[inverse]
+    return lms, lr, rows
 
 
 def _oklab_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     """pixelmatch 8 ``colorDelta``: HyAB distance ``|dLr| + sqrt(da**2 + db**2)`` (Abasi et
     al. 2019) in OKLab above ``threshold`` (1 is black against white), tested without the
     square root as ``oklabHyabDelta`` does."""
-    lms, lr = _oklab_of(np.concatenate([overlap.a32[changed], overlap.b32[changed]]), changed)
-    (lms1, lms2), (lr1, lr2) = np.split(lms, 2), np.split(lr, 2)
-    dl, dm, ds = (lms1 - lms2).T
-    da = OKLAB_A[0] * dl - OKLAB_A[1] * dm + OKLAB_A[2] * ds
-    db = OKLAB_B[0] * dl + OKLAB_B[1] * dm - OKLAB_B[2] * ds
+    lms, lr, rows = _oklab_of(np.concatenate([overlap.a32[changed], overlap.b32[changed]]), changed)
     # Both terms are kept so that two thresholds cost one conversion.
-    lightness: Floats = np.abs(lr1 - lr2)
-    chroma: Floats = da * da + db * db
+    lightness, chroma = kernels.hyab_terms(lms, lr, rows[: changed.size], rows[changed.size :])
 
     def fails(threshold: float) -> Flags:
         rest = threshold - lightness
@@ -446,313 +428,36 @@ def _oklab_test(overlap: _Overlap, changed: Indices) -> ColourTest:
     return fails
 
 
-# --- anti-aliasing, on the pixels that fail the colour test only ---------------------------
-
-
-# The 8 neighbours in pixelmatch's scan order (columns outside), so that ties between equally
-# dark or bright neighbours resolve to the same one.
-NEIGHBOURS = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
-
-
-@dataclass(frozen=True)
-class _Around:
-    """The 8 neighbours of some pixels, one row per neighbour in pixelmatch's order and one
-    column per pixel (so that "over the neighbours" is a fast reduction over 8 rows).
-
-    pixelmatch skips neighbours outside the image. Here they point at the pixel itself, which
-    makes each of them an identical neighbour with a brightness delta of exactly 0: neither
-    darker nor brighter, so only the counts of equal ones need ``outside`` taken off.
-    """
-
-    pixels: Indices
-    neighbours: Indices  # pixel numbers; those outside the image point at the pixel itself
-    outside: Counts  # per pixel: neighbours outside the image, 0 except on the border
-    on_border: Flags  # per pixel: pixelmatch starts its counts of equal neighbours at 1
-
-    @classmethod
-    def of(cls, width: int, height: int, pixels: Indices) -> _Around:
-        """Inside the image a neighbour is the pixel number plus a fixed offset; only pixels
-        on the border, a few, take the bounds checks."""
-        neighbours = pixels + np.array([[dy * width + dx] for dx, dy in NEIGHBOURS])
-        outside = np.zeros(pixels.shape, np.uint8)
-        y, x = np.divmod(pixels, width)
-        on_border = (x == 0) | (x == width - 1) | (y == 0) | (y == height - 1)
-        border = np.flatnonzero(on_border)
-        if border.size:
-            nx = x[border] + np.array([[dx] for dx, _ in NEIGHBOURS])
-            ny = y[border] + np.array([[dy] for _, dy in NEIGHBOURS])
-            inside = (nx >= 0) & (nx < width) & (ny >= 0) & (ny < height)
-            neighbours[:, border] = np.where(inside, neighbours[:, border], pixels[border])
-            outside[border] = (~inside).sum(axis=0)
-        return cls(pixels, neighbours, outside, on_border)
-
-    def count(self, equal: Flags) -> Counts:
-        """How many neighbours are ``equal`` (one row per neighbour), as pixelmatch counts
-        them: those outside the image skipped, the border counting as one."""
-        return np.asarray(equal.sum(axis=0, dtype=np.uint8) - self.outside + self.on_border)
-
-
-# Rows per band of a sibling map: a local change costs a band or two, a whole page of changed
-# text a few dozen bands, each one loop step.
-BAND_ROWS = 64
-# A band is counted whole once this share of its pixels has been asked about: one pixel asked
-# alone costs about as much as 16 pixels counted in a band (8 gathers against 16 simple
-# operations over contiguous rows), and each pixel that fails the colour test brings about
-# two more questions per image (its darkest and brightest neighbours).
-DENSE_SHARE = 1 / 32
-
-
-class _Siblings:
-    """pixelmatch ``hasManySiblings`` for one image: 3+ neighbours of identical RGBA.
-
-    The anti-aliasing check asks this of the failing pixels, of their darkest and brightest
-    neighbours, in both images, and often of the same pixels again. Where the questions are
-    dense (a page of text that moved), a band of rows is counted for all its pixels at once by
-    comparing shifted views of the image, and kept, so that a question costs one lookup; a
-    few pixels (a recoloured 1px border along the page) are counted one by one from their 8
-    neighbours.
-    """
-
-    def __init__(self, words: Words, width: int, height: int) -> None:
-        self.words = words
-        self.width = width
-        self.height = height
-        # 1 + the count, 0 where not counted yet (zeros cost nothing until a band is written).
-        self.stored = np.zeros(words.size, np.uint8)
-        self.asked = np.zeros(-(-height // BAND_ROWS), np.intp)  # per band, while not counted
-        self.counted = np.zeros(self.asked.shape, np.bool_)
-
-    def many(self, pixels: Indices) -> Flags:
-        """3+ identical neighbours (the border counting as one, as pixelmatch counts)."""
-        stored = self.stored[pixels]
-        unknown = np.flatnonzero(stored == 0)
-        if unknown.size:
-            self._count_bands(pixels[unknown])
-            stored[unknown] = self.stored[pixels[unknown]]
-            sparse = unknown[stored[unknown] == 0]
-            if sparse.size:
-                around = _Around.of(self.width, self.height, pixels[sparse])
-                equal = self.words[around.neighbours] == self.words[around.pixels]
-                stored[sparse] = around.count(equal) + 1
-        return stored > 3  # 1 + a count of 3 or more
-
-    def _count_bands(self, pixels: Indices) -> None:
-        """Count the bands that have now been asked about often enough."""
-        band = pixels // (BAND_ROWS * self.width)
-        self.asked += np.bincount(band, minlength=self.asked.size)
-        dense = self.asked >= DENSE_SHARE * BAND_ROWS * self.width
-        for todo in np.flatnonzero(dense & ~self.counted):
-            self._count_band(int(todo))
-            self.counted[todo] = True
-
-    def _count_band(self, band: int) -> None:
-        """Counts for every pixel of the band: each of the 4 directions is one comparison of
-        the image with itself shifted by one pixel, which gives a pair of neighbours."""
-        top, bottom = band * BAND_ROWS, min((band + 1) * BAND_ROWS, self.height)
-        above, below = max(top - 1, 0), min(bottom + 1, self.height)  # a row of context
-        block = self.words.reshape(self.height, self.width)[above:below]
-        count = np.ones(block.shape, np.uint8)  # stored as 1 + the count
-        rest, drop_first, drop_last = slice(None), slice(1, None), slice(None, -1)
-        for one, other in (
-            ((rest, drop_first), (rest, drop_last)),  # left and right
-            ((drop_first, rest), (drop_last, rest)),  # up and down
-            ((drop_first, drop_first), (drop_last, drop_last)),  # diagonal
-            ((drop_first, drop_last), (drop_last, drop_first)),  # anti-diagonal
-        ):
-            equal = block[one] == block[other]
-            count[one] += equal
-            count[other] += equal
-        border = np.zeros(block.shape, np.bool_)
-        border[:, [0, -1]] = True
-        border[0] |= above == 0
-        border[-1] |= below == self.height
-        count += border
-        rows = count[top - above : bottom - above]
-        self.stored[top * self.width : bottom * self.width] = rows.ravel()
-
-
-def _flat(overlap: _Overlap, pixels: Indices) -> Flags:
-    """3+ identical neighbours in both images: such a pixel cannot be anti-aliased, since
-    ``antialiased`` returns early on 3 equal siblings. Image 2 is asked only where image 1
-    says yes, as pixelmatch's ``&&`` does."""
-    flat = overlap.siblings1.many(pixels)
-    both = np.flatnonzero(flat)
-    flat[both] = overlap.siblings2.many(pixels[both])
-    return flat
-
-
-def _brightness(centre: Words, other: Words, pixels: Indices, metric: Metric) -> Floats:
-    """Luma difference between each pixel (``centre``, at ``pixels``) and each of its
-    neighbours (``other``, one row per neighbour).
-
-    yiq: pixelmatch 7 ``colorDelta(..., yOnly)``, semi-transparent pixels blended over its
-    pattern at the centre pixel. oklab: pixelmatch 8 ``brightnessDelta``, blended over white;
-    when luma cancels out but alpha differs, half the alpha difference. Pixels equal in RGBA
-    give exactly 0, as pixelmatch's early return does. Where every pixel involved is opaque,
-    both reduce to ``rgb2y`` of the byte differences.
-    """
-    if (centre >= OPAQUE).all() and (other >= OPAQUE).all():
-        return _opaque_luma(centre, other)
-    background = (
-        _yiq_background(pixels) if metric == "yiq" else np.full((pixels.size, 3), 255, np.int32)
-    )
-    rgba1, rgba2 = _channels(centre), _channels(other)
-    d = _luma(_difference(rgba1, rgba2, background))
-    if metric == "yiq":
-        return d
-    da = rgba1[..., 3] - rgba2[..., 3]
-    return np.where((d == 0) & (da != 0), da / 2, d)
-
-
-def _opaque_luma(centre: Words, other: Words) -> Floats:
-    """``_luma(_difference(...))`` of opaque pixels (each centre against its neighbours), where
-    the difference is just ``c1 - c2`` per channel: small integers, each multiplied by its
-    weight in float64 and added in ``_luma``'s order, so the result is bit-identical to it,
-    without the integer blending, the division and the int32 and float64 copies of the
-    channels."""
-    c = centre.view(np.uint8).reshape(*centre.shape, 4).astype(np.int16)
-    o = other.view(np.uint8).reshape(*other.shape, 4)
-    difference = np.empty(other.shape, np.int16)  # one channel's c1 - c2, -255 to 255
-    term = np.empty(other.shape)
-    luma = np.empty(other.shape)
-    for channel, weight in enumerate(LUMA):  # R, G, B: added in ``_luma``'s order
-        np.subtract(c[:, channel], o[..., channel], out=difference)
-        np.multiply(difference, weight, out=term if channel else luma)
-        if channel:
-            luma += term
-    return luma
-
-
-def _antialiased(siblings: _Siblings, overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
-    """pixelmatch ``antialiased`` ("Anti-aliased Pixel and Intensity Slope Detector",
-    V. Vysniauskas, 2009) in the image of ``siblings``: the pixel sits on an intensity ramp
-    between a darkest and a brightest neighbour, one of which has 3+ equal siblings in both
-    images."""
-    words = siblings.words
-    # Identical neighbours have a zero delta: 3 of them settle it without any arithmetic.
-    antialiased = ~siblings.many(pixels)
-    rest = np.flatnonzero(antialiased)
-    around = _Around.of(overlap.width, overlap.height, pixels[rest])
-    deltas = _brightness(words[around.pixels], words[around.neighbours], around.pixels, metric)
-    # Outside neighbours have a delta of 0, so neither extreme changes: pixelmatch's darkest
-    # and brightest start at 0 and need a strictly darker or brighter neighbour.
-    ramp = (around.count(deltas == 0) <= 2) & (deltas.min(axis=0) < 0) & (deltas.max(axis=0) > 0)
-    # The first neighbour in scan order wins ties, as pixelmatch's strict `<` and `>` do, and
-    # as argmin and argmax do. (Rows are found for every column and then picked: cheaper
-    # than selecting columns.)
-    on = np.flatnonzero(ramp)
-    dark = around.neighbours[np.argmin(deltas, axis=0)[on], on]
-    bright = around.neighbours[np.argmax(deltas, axis=0)[on], on]
-    # pixelmatch's ``||``: the brightest neighbour is asked only where the darkest says no.
-    flat = _flat(overlap, dark)
-    no = np.flatnonzero(~flat)
-    flat[no] = _flat(overlap, bright[no])
-    ramp[on] = flat
-    antialiased[rest] = ramp
-    return antialiased
+# --- anti-aliasing and the finer pass, on the pixels that fail a colour test only ----------
 
 
 def _antialiased_in_either(overlap: _Overlap, pixels: Indices, metric: Metric) -> Flags:
-    """pixelmatch's ``antialiased(img1, ...) || antialiased(img2, ...)``; the second image is
-    examined only where the first says no."""
-    either = _antialiased(overlap.siblings1, overlap, pixels, metric)
-    rest = ~either
-    either[rest] = _antialiased(overlap.siblings2, overlap, pixels[rest], metric)
-    return either
-
-
-# --- the finer pass: ours, on by default; off, the counts are pixelmatch's ------------------
-
-
-# Neighbours within this many levels in every channel are alike: a gradient (a level or two a
-# pixel, dithered) is as flat as a plain fill, where pixelmatch's exact equality sees no flat
-# pixel in it. Measured on the labelled screenshots (tests/fixtures/screens): 2 to 4 all hold.
-FLAT_LEVELS = 3
-# A change that moving an edge by less than this many pixels explains is anti-aliasing: a
-# pixel's coverage, and so its colour between the two sides of the edge, moves by at most the
-# shift. Shapes moved by 0.3 px are then unchanged, text moved by 0.5 px is not (its glyphs
-# are re-rasterised, not shifted). 0.3 to 0.5 all hold on the labelled screenshots.
-SHIFT_PIXELS = 0.4
-# Pixels examined at a time: 8 neighbours x 4 channels of int16 each, 64 MiB a chunk.
-CHUNK_PIXELS = 1 << 20
+    """pixelmatch's ``antialiased(img1, ...) || antialiased(img2, ...)`` (``kernels``)."""
+    return kernels.antialiased_in_either(
+        overlap.a32, overlap.b32, overlap.width, overlap.height, pixels, metric == "yiq"
+    )
 
 
 def _finer_pass(
     overlap: _Overlap, changed: Indices, counted: Flags, fails_finer: Flags, count_aa: bool
 ) -> None:
-    """Two refinements of pixelmatch's verdict, judged on real Chromium screenshots, applied
-    to ``counted`` in place:
+    """Two refinements of pixelmatch's verdict, ours, judged on real Chromium screenshots,
+    applied to ``counted`` in place:
 
-    - where both images are flat (``_alike_in_both``), a change above ``flat_threshold``
-      counts: a one-step colour token on a button face or a page background (a HyAB distance
-      of 0.04 to 0.07) is a change, though below pixelmatch's 0.1; a gradient's opacity too;
+    - where both images are flat (``kernels.alike_in_both``: 3+ neighbours within
+      ``kernels.FLAT_LEVELS`` in both), a change above ``flat_threshold`` counts: a one-step
+      colour token on a button face or a page background (a HyAB distance of 0.04 to 0.07) is
+      a change, though below pixelmatch's 0.1; a gradient's opacity too;
     - unless ``count_aa``, a counted change that a sub-pixel shift of an edge explains
-      (``_shifted``) does not: pixelmatch's detector needs flat pixels on both sides of an
-      edge, so the rim of a gradient-filled avatar moved by 0.3 px counts there.
+      (``kernels.shifted``) does not: pixelmatch's detector needs flat pixels on both sides of
+      an edge, so the rim of a gradient-filled avatar moved by 0.3 px counts there.
     """
+    sides = (overlap.a32, overlap.b32, overlap.width, overlap.height)
     finer = np.flatnonzero(fails_finer & ~counted)
-    counted[finer] = _alike_in_both(overlap, changed[finer])
+    counted[finer] = kernels.alike_in_both(*sides, changed[finer])
     if not count_aa:
         kept = np.flatnonzero(counted)
-        counted[kept] = ~_shifted(overlap, changed[kept])
-
-
-def _bytes(words: Words) -> npt.NDArray[np.int16]:
-    """R, G, B, A of each pixel word as a last axis of int16, for differences of levels."""
-    return np.ascontiguousarray(words).view(np.uint8).reshape(*words.shape, 4).astype(np.int16)
-
-
-def _chunked(pixels: Indices, judge: Callable[[Indices], Flags]) -> Flags:
-    """``judge`` over ``pixels`` a chunk at a time, so a whole changed 4K page stays bounded."""
-    if pixels.size <= CHUNK_PIXELS:
-        return judge(pixels)
-    return np.concatenate(
-        [
-            judge(pixels[start : start + CHUNK_PIXELS])
-            for start in range(0, pixels.size, CHUNK_PIXELS)
-        ]
-    )
-
-
-def _alike_in_both(overlap: _Overlap, pixels: Indices) -> Flags:
-    """3+ neighbours within ``FLAT_LEVELS`` of the pixel, in both images (counted as
-    pixelmatch counts siblings: the border as one)."""
-
-    def judge(chunk: Indices) -> Flags:
-        around = _Around.of(overlap.width, overlap.height, chunk)
-        alike = np.ones(chunk.shape, np.bool_)
-        for words in (overlap.a32, overlap.b32):
-            levels = np.abs(_bytes(words[around.neighbours]) - _bytes(words[chunk]))
-            alike &= around.count(levels.max(axis=-1) <= FLAT_LEVELS) > 2
-        return alike
-
-    return _chunked(pixels, judge)
-
-
-def _shifted(overlap: _Overlap, pixels: Indices) -> Flags:
-    """Whether a shift of less than ``SHIFT_PIXELS`` explains each pixel's change: each
-    image's value lies within the range of the other's 3x3 block (give or take
-    ``FLAT_LEVELS``), and the change is at most ``SHIFT_PIXELS`` times the local contrast (the
-    range of both blocks). A recoloured or moved-by-a-pixel edge fails one or the other."""
-
-    def judge(chunk: Indices) -> Flags:
-        around = _Around.of(overlap.width, overlap.height, chunk)
-        value1, value2 = _bytes(overlap.a32[chunk]), _bytes(overlap.b32[chunk])
-        block1 = np.concatenate([_bytes(overlap.a32[around.neighbours]), value1[None]])
-        block2 = np.concatenate([_bytes(overlap.b32[around.neighbours]), value2[None]])
-        low1, high1, low2, high2 = block1.min(0), block1.max(0), block2.min(0), block2.max(0)
-        within: Flags = (
-            (value2 >= low1 - FLAT_LEVELS)
-            & (value2 <= high1 + FLAT_LEVELS)
-            & (value1 >= low2 - FLAT_LEVELS)
-            & (value1 <= high2 + FLAT_LEVELS)
-        ).all(axis=-1)
-        contrast = (np.maximum(high1, high2) - np.minimum(low1, low2)).max(axis=-1)
-        change = np.abs(value2 - value1).max(axis=-1)
-        small: Flags = change <= SHIFT_PIXELS * contrast
-        return within & small
-
-    return _chunked(pixels, judge)
+        counted[kept] = ~kernels.shifted(*sides, changed[kept])
 
 
 # --- the diff PNG ------------------------------------------------------------------------
@@ -765,18 +470,18 @@ def _write_diff(
     white (``drawGrayPixel``); the area outside the overlap is all red. Written to a scratch
     file and renamed, so a reader never sees half a PNG."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
-    grey = _faded_grey(base, overlap).embed(0, 0, width, height, extend="white")
-    # 255 on the counted pixels and outside the overlap, 0 elsewhere; red is then grey | red
-    # in R and grey & ~red in G and B, all in uchar.
-    red = np.zeros((height, width), np.uint8)
-    red[overlap.height :] = 255
-    red[:, overlap.width :] = 255
-    red[np.divmod(counted, overlap.width)] = 255
-    keep = ~red
-    red_mask, keep_mask = (
-        pyvips.Image.new_from_memory(mask.data, width, height, 1, "uchar") for mask in (red, keep)
+    rgb = kernels.diff_image(
+        overlap.a32,
+        _faded_grey(base, overlap),
+        overlap.width,
+        overlap.height,
+        counted,
+        width,
+        height,
+        GREY_RED_GREEN,
+        GREY_BLUE,
     )
-    image = (grey | red_mask).bandjoin([grey & keep_mask, grey & keep_mask])
+    image = pyvips.Image.new_from_memory(rgb.data, width, height, 3, "uchar")
     temporary: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -790,19 +495,18 @@ def _write_diff(
         raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
 
 
-def _faded_grey(base: Pixels, overlap: _Overlap) -> pyvips.Image:
-    """pixelmatch ``drawGrayPixel`` over the overlap (the rest of the diff is red), in memory
-    since it is read 3 times: ``255 + (luma - 255) * alpha / 255 * DIFF_FADE``, truncated to a
-    byte. An opaque baseline, the usual screenshot, takes the tables, single-threaded and
-    cheaper than libvips' 6 operations in double on all cores."""
+def _faded_grey(base: Pixels, overlap: _Overlap) -> Pixels:
+    """pixelmatch ``drawGrayPixel`` over the overlap (the rest of the diff is red), one byte per
+    pixel: ``255 + (luma - 255) * alpha / 255 * DIFF_FADE``, truncated, by libvips' operations
+    in double; empty for an opaque baseline, the usual screenshot, whose grey
+    ``kernels.diff_image`` looks up in the tables below as it writes the image."""
     if (overlap.a32 >= OPAQUE).all():
-        grey = _opaque_grey(overlap.a32)
-        return pyvips.Image.new_from_memory(grey.data, overlap.width, overlap.height, 1, "uchar")
+        return np.empty(0, np.uint8)
     baseline = pyvips.Image.new_from_memory(base.data, base.shape[1], base.shape[0], 4, "uchar")
     baseline = baseline.crop(0, 0, overlap.width, overlap.height)
     luma = baseline.extract_band(0, n=3).cast("double").recomb([list(LUMA)])
     faded = (luma - 255) * baseline.extract_band(3) * (DIFF_FADE / 255) + 255
-    return faded.cast("uchar").copy_memory()
+    return np.frombuffer(faded.cast("uchar").write_to_memory(), np.uint8)
 
 
 # ``_faded_grey`` of an opaque pixel is ``luma * DIFF_FADE + 255 * (1 - DIFF_FADE)``, split
@@ -815,10 +519,3 @@ GREY_RED_GREEN: Floats = np.asarray(
     _LUMA_RED_GREEN * DIFF_FADE + (255 - 255 * DIFF_FADE), np.float64
 )
 GREY_BLUE: Floats = np.arange(256.0) * LUMA[2] * DIFF_FADE
-
-
-def _opaque_grey(words: Words) -> Pixels:
-    """``_faded_grey`` of opaque pixel words: two table lookups and an addition per pixel."""
-    grey: Floats = GREY_RED_GREEN[words & 0xFFFF]
-    grey += GREY_BLUE[(words >> 16) & 0xFF]
-    return grey.astype(np.uint8)
