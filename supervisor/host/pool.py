@@ -16,6 +16,7 @@ import random
 import signal
 import socket
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import structlog
@@ -27,6 +28,15 @@ from supervisor.host.deaths import Kill, KillReason
 from supervisor.host.forkserver import ForkServer
 
 log = structlog.get_logger(__name__)
+
+#: Jobs a child may have been sent at once: the one it runs and those waiting in its socket, so
+#: that a child of short jobs goes on while the parent is busy (in a transaction, say). Only
+#: jobs claimed ahead are sent ahead, so a child holds no more than `claim_ahead` allows.
+JOBS_SENT_AT_ONCE = 32
+#: The largest frame sent to a child that is busy: what waits in its socket then stays far
+#: below the socket's buffer (~90 KiB of small frames here), so the parent's send never blocks
+#: on a child that reads only between jobs. A bigger job waits here until the child is free.
+SEND_AHEAD_FRAME_BYTES = 2048
 
 
 @dataclass(eq=False)
@@ -40,7 +50,8 @@ class Child:
     max_jobs: int
     reader: FrameReader = field(default_factory=lambda: FrameReader(TO_PARENT))
     hello: Hello | None = None
-    job_id: int | None = None
+    #: The ids of the jobs sent to it, in the order it runs them: the first is the one it runs.
+    jobs: deque[int] = field(default_factory=deque)
     jobs_done: int = 0
     #: The parent's kill, when it killed it; its death is then read with this reason.
     killed: Kill | None = None
@@ -50,9 +61,23 @@ class Child:
     closed: bool = False
 
     @property
+    def job_id(self) -> int | None:
+        """The job it runs (or starts next), if it was sent one."""
+        return self.jobs[0] if self.jobs else None
+
+    @property
     def ready(self) -> bool:
-        """Idle and able to take a job."""
-        return self.hello is not None and self.job_id is None and not (self.stopping or self.closed)
+        """Able to take a job: it said hello, stays, and has room for one more."""
+        return (
+            self.hello is not None
+            and len(self.jobs) < JOBS_SENT_AT_ONCE
+            and not (self.stopping or self.closed)
+        )
+
+    @property
+    def idle(self) -> bool:
+        """Ready, with no job sent to it."""
+        return self.ready and not self.jobs
 
     def fileno(self) -> int:
         """The child's socket, for `select`."""
