@@ -345,14 +345,18 @@ class Host:
 
     def keep_children(self) -> None:
         """Keep a fork server and one child per slot (no children while draining, none during a
-        spawn back-off)."""
+        spawn back-off). A fork server that died is replaced without waiting for it: it imports
+        the child code for seconds, while running children must still be heard (a child silent
+        for `stall_seconds` is killed as hung, and the loop that times it must not sleep)."""
         now = self.clock()
         if self.drain.active or now < self.timers.spawn_after:
             return
         alive = [c for c in self.pool.children.values() if not (c.stopping or c.closed)]
         try:
-            if self.pool.ensure_fork_server():
+            if self.pool.restart_fork_server():
                 self.log.info("fork server started", pid=self.pool.fork_server_pid)
+            if self.pool.fork_server is None:
+                return  # still starting: its socket wakes the loop
             for _ in range(self.sizing.slots - len(alive)):
                 self.pool.spawn(now)
         except ForkServerError as error:
@@ -584,6 +588,9 @@ class Host:
             deadlines.append(self.settler.completions_since + ACK_DELAY_SECONDS)
         timeout = max(0.0, min(deadlines) - now)
         sources: list[Any] = [self.signals, *self.pool.children.values()]
+        starting = self.pool.starting
+        if starting is not None and not self.drain.active and now >= timers.spawn_after:
+            sources.append(starting)  # readable once it is ready or died: `keep_children` looks
         listen_fd = self.listener.fileno() if self.listener else None
         if listen_fd is not None:
             sources.append(listen_fd)
@@ -593,6 +600,8 @@ class Host:
                 self.signals.clear_wakeups()
             elif isinstance(source, Child):
                 self.service(source)
+            elif source is starting:
+                continue
             elif self.listener is not None:
                 self.heard(self.listener.drain())
         if self.listener is not None and self.listener.keep(self.clock()):

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from ipc.forkserver import ForkServerGone
+from ipc.forkserver import ForkServerError, ForkServerGone
 from ipc.framing import FrameReader, encode
 from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
 from supervisor.host.deaths import Kill, KillReason
-from supervisor.host.forkserver import ForkServer
+from supervisor.host.forkserver import ForkServer, StartingForkServer
 
 log = structlog.get_logger(__name__)
 
@@ -94,8 +94,10 @@ class Pool:
         max_jobs_per_child: int,
         rand: random.Random,
     ) -> None:
-        #: None until started, and from its death until a new one is started.
+        #: None until started, and from its death until a new one is ready.
         self.fork_server = fork_server
+        #: A new fork server that is importing the child code, while the host goes on.
+        self.starting: StartingForkServer | None = None
         self.threads = threads
         self.max_jobs_per_child = max_jobs_per_child
         self.rand = rand
@@ -104,15 +106,44 @@ class Pool:
     # -- the fork server --------------------------------------------------------------------
 
     def ensure_fork_server(self) -> bool:
-        """Start a fork server if there is none; True when one was started.
+        """Start a fork server if there is none, and wait until it is ready; True when one was
+        started. For the host's start, when there is nothing else to do.
 
         Raises what `ForkServer.start` raises: a refused fork, a server that died starting, or
         one that cannot load the child code.
         """
         if self.fork_server is not None:
             return False
+        self.kill_starting()
         self.fork_server = ForkServer.start()
         return True
+
+    def restart_fork_server(self) -> bool:
+        """Without waiting: fork a new fork server when there is none, or see whether the one
+        starting is ready; True when one became ready. The host goes on meanwhile (a restart
+        takes seconds, and its children's silence is timed while it waits).
+
+        Raises what `StartingForkServer.fork` and `.ready` raise.
+        """
+        if self.fork_server is not None:
+            return False
+        if self.starting is None:
+            self.starting = StartingForkServer.fork()
+        try:
+            self.fork_server = self.starting.ready()
+        except ForkServerError:
+            self.starting = None
+            raise
+        if self.fork_server is None:
+            return False
+        self.starting = None
+        return True
+
+    def kill_starting(self) -> None:
+        """Kill a fork server still starting (the host leaves, or starts one and waits)."""
+        if self.starting is not None:
+            self.starting.kill()
+            self.starting = None
 
     @property
     def fork_server_pid(self) -> int | None:
@@ -135,6 +166,7 @@ class Pool:
 
     def stop_fork_server(self) -> None:
         """Let the fork server leave (the host is stopping)."""
+        self.kill_starting()
         if self.fork_server is not None:
             self.fork_server.stop()
             self.fork_server = None
