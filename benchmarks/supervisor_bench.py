@@ -9,9 +9,13 @@ UTC, microseconds), so they compare with `time.time()` stamps taken in this proc
 What is measured:
 
 1. No-op throughput through the children. N `noop` jobs are queued in bulk (not timed), then
-   `python -m supervisor run --drain --concurrency 2` starts. Jobs per second is N divided by the
-   time from the first `job started` to the last `job finished` (outcome completed) of its log:
-   start-up and the exit after the drain are not counted. Children are recycled after their
+   `python -m supervisor run --drain --concurrency 2 --log-level info` starts (info is the
+   production level: one line per job). Jobs per second is N divided by the time from the first
+   job's start (its `job finished` stamp less the `seconds` it took) to the last `job finished`
+   (outcome completed) of its log: start-up and the exit after the drain are not counted. Beside
+   the rate: the statements the host sent per job (its own count, `statements` of its `host
+   stopped` event, start-up and the drain's end included) and the parent's RSS once its image
+   engine loaded and just before it exits (psutil, sampled every 0.2 s). Children are recycled after their
    default `max_jobs_per_child` (500, jittered), as in production. Beside it, on the same
    database in the same run:
    (a) the queue alone: 2 processes each loop claim (batch 1) + ack, one transaction each, with
@@ -194,23 +198,50 @@ def start_host(workdir: Path, db: Database, *options: str, plugins: str = "") ->
 # 1. Throughput
 
 
-def host_drain(workdir: Path, db: Database, count: int) -> float:
-    """Jobs per second of a draining host, first `job started` to last `job finished`."""
+@dataclass(frozen=True)
+class HostRun:
+    """One draining host: its rate, statements per job and the parent's RSS (bytes)."""
+
+    rate: float
+    statements_per_job: float
+    rss_start: int
+    rss_end: int
+
+
+def wait_sampling_rss(host: HostProcess, timeout: float) -> tuple[int, list[int]]:
+    """Wait for the host to exit; its exit status and its RSS every 0.2 s once its image
+    engine loaded (the children and the fork server are not counted)."""
+    deadline = time.monotonic() + timeout
+    samples: list[int] = []
+    process = psutil.Process(host.pid)
+    while host.process.poll() is None:
+        if time.monotonic() > deadline:
+            host.process.kill()
+            raise RuntimeError(f"host did not exit in {timeout} s\n{host.log_tail()}")
+        if samples or host.events("image engine loaded"):
+            try:
+                samples.append(int(process.memory_info().rss))
+            except psutil.NoSuchProcess:
+                break
+        time.sleep(0.2)
+    return host.wait(), samples
+
+
+def host_drain(workdir: Path, db: Database, count: int) -> HostRun:
+    """A draining host's jobs per second, first job's start to last `job finished`."""
     fill(db, count)
-    host = start_host(workdir, db, "--drain")
-    code = host.wait(HOST_TIMEOUT_SECONDS)
+    host = start_host(workdir, db, "--drain", "--log-level", "info")
+    code, rss = wait_sampling_rss(host, HOST_TIMEOUT_SECONDS)
     events = host.events()
-    started = [timestamp(e) for e in events if e["event"] == "job started"]
-    finished = [
-        timestamp(e)
-        for e in events
-        if e["event"] == "job finished" and e.get("outcome") == "completed"
-    ]
-    if code != 0 or len(finished) != count or completed(db) != count:
+    finished = [e for e in events if e["event"] == "job finished" and e["outcome"] == "completed"]
+    stopped = host.events("host stopped")
+    if code != 0 or len(finished) != count or completed(db) != count or not stopped or not rss:
         raise RuntimeError(
             f"{db.name} host: exit {code}, {len(finished)} of {count} completed\n{host.log_tail()}"
         )
-    return count / (max(finished) - min(started))
+    began = min(timestamp(e) - e["seconds"] for e in finished)
+    rate = count / (max(timestamp(e) for e in finished) - began)
+    return HostRun(rate, stopped[0]["statements"] / count, rss[0], rss[-1])
 
 
 def pgqueuer_drain_worker(conninfo: str, start: Event, outbox: Queue[Any]) -> None:
@@ -272,10 +303,15 @@ class Throughput:
     """Jobs per second of each configuration, one value per run."""
 
     rates: dict[str, list[float]] = field(default_factory=dict)
+    hosts: list[HostRun] = field(default_factory=list)
 
     def add(self, label: str, rate: float) -> None:
         self.rates.setdefault(label, []).append(rate)
         print(f"  {label}: {fmt_rate(rate)}/s", file=sys.stderr, flush=True)
+
+    def add_host(self, run: HostRun) -> None:
+        self.hosts.append(run)
+        self.add(HOST, run.rate)
 
     def median(self, label: str) -> float:
         return statistics.median(self.rates[label])
@@ -296,7 +332,7 @@ def measure_throughput(
         for run in range(runs):
             print(f" run {run + 1}/{runs}", file=sys.stderr, flush=True)
             for db in (pg, sqlite):
-                results[db.name].add(HOST, host_drain(workdir, db, count))
+                results[db.name].add_host(host_drain(workdir, db, count))
                 fill(db, count)
                 results[db.name].add(QUEUE_ALONE, pools[db.name].drain(Drain("ours", 1), 2, count))
             results[pg.name].add(PGQUEUER, pgqueuer_throughput(conninfo, count))
@@ -329,6 +365,20 @@ def report_throughput(results: dict[str, Throughput], count: int, runs: int) -> 
     print(
         "   host / queue alone: share of the bare queue's rate the host keeps (1 = supervision\n"
         "   is free). host / pgqueuer > 1: the host is faster. QM = pgqueuer QueueManager."
+    )
+    print_table(
+        "   The host's statements per job (its own count, start-up and exit included) and the "
+        "parent's RSS, MiB, medians",
+        ["database", "statements / job", "RSS, engine loaded", "RSS, before exit"],
+        [
+            [
+                name,
+                f"{statistics.median(run.statements_per_job for run in result.hosts):.3f}",
+                f"{statistics.median(run.rss_start for run in result.hosts) / MIB:.1f}",
+                f"{statistics.median(run.rss_end for run in result.hosts) / MIB:.1f}",
+            ]
+            for name, result in results.items()
+        ],
     )
 
 
@@ -637,6 +687,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--jobs", type=int, default=2000, help="jobs per throughput run")
     parser.add_argument("--runs", type=int, default=3, help="runs per throughput cell")
+    parser.add_argument(
+        "--steps",
+        default="throughput,pickup,recovery,memory",
+        help="comma-separated sections to run (default: all)",
+    )
     args = parser.parse_args(argv)
     began = time.monotonic()
 
@@ -675,7 +730,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 ),
                 ("memory", lambda: report_memory(*measure_memory(workdir, pg))),
             ]
+            chosen = set(args.steps.split(","))
             for name, step in steps:
+                if name not in chosen:
+                    continue
                 print(f"{name}...", file=sys.stderr, flush=True)
                 step()
                 sys.stdout.flush()

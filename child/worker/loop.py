@@ -1,4 +1,4 @@
-"""A child's life: say hello, then run one job at a time as the parent asks, until told to stop.
+"""A child's life: say hello, then run the jobs the parent sends, in order, until told to stop.
 
 The child holds no database connection and writes nothing the parent has not asked for: it gets
 each job's payload in `Run`, acknowledges it (`Accepted`) before starting, reports `Progress`
@@ -7,6 +7,12 @@ frame ends its job as `Failed`: the parent would refuse the frame and count the 
 cancel can only be read between units (native code cannot be interrupted from inside), which is
 why the parent owns every kill. Leaving is always `os._exit`: nothing inherited from the fork
 server runs at exit.
+
+The parent may send the next `Run` while a job still runs, so that a child of short jobs never
+waits for the parent between two. Such a job waits in `Channel.inbox` and is only `Accepted`
+when it starts: a death before that gives it back without spending an attempt. A job that ends
+while the next waits sends its end and the next one's `Accepted` in one write, so the parent
+reads both at once; a cancel of a job that waits answers `Cancelled` as soon as it is read.
 """
 
 from __future__ import annotations
@@ -16,19 +22,13 @@ import select
 import signal
 import socket
 import traceback
+from collections import deque
 from typing import Any, NoReturn
 
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
 from child.worker.resources import OutOfResources
-from ipc.framing import (
-    MAX_FRAME_BYTES,
-    FrameReader,
-    FrameTooLarge,
-    encode,
-    recv_message,
-    send_message,
-)
+from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode, send_message
 from ipc.messages import (
     PROTOCOL_VERSION,
     TO_CHILD,
@@ -55,12 +55,27 @@ class JobCancelled(Exception):
 
 
 class Channel:
-    """The child's end of its socket: blocking sends, and a non-blocking look for a cancel."""
+    """The child's end of its socket: messages in the order sent, cancels read between units."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.stop_requested = False
+        #: Messages read but not acted on yet, in order (a `Run` sent ahead, a `Stop`).
+        self.inbox: deque[Run | Stop] = deque()
         self._reader = FrameReader(TO_CHILD)
+
+    def next(self) -> Run | Stop | None:
+        """The next message to act on, blocking; None when the parent is gone."""
+        while not self.inbox:
+            try:
+                data = self.sock.recv(65536)
+            except InterruptedError:  # pragma: no cover - Python retries EINTR itself
+                continue
+            if not data:
+                if self._reader.pending:
+                    os._exit(3)  # a frame cut short: the parent died mid-send
+                return None
+            self._take(data, None)
+        return self.inbox.popleft()
 
     def poll_for_cancel(self, job_id: int) -> bool:
         """Read what the parent sent meanwhile: True if it cancelled `job_id`."""
@@ -69,10 +84,43 @@ class Channel:
             data = self.sock.recv(65536)
             if not data:
                 os._exit(0)  # the parent is gone: nobody wants the result
-            for message in self._reader.feed(data):
-                cancelled |= isinstance(message, Cancel) and message.job_id == job_id
-                self.stop_requested |= isinstance(message, Stop)
+            cancelled |= self._take(data, job_id)
         return cancelled
+
+    def _take(self, data: bytes, running: int | None) -> bool:
+        """Queue the runs and stops in `data`; answer cancels of jobs that wait at once. True
+        when `running` was cancelled."""
+        cancelled = False
+        try:
+            messages = list(self._reader.feed(data))
+        except ProtocolError:
+            os._exit(3)
+        for message in messages:
+            if not isinstance(message, Cancel):
+                self.inbox.append(message)
+            elif message.job_id == running:
+                cancelled = True
+            elif (waiting := self._take_run(message.job_id)) is not None:
+                send_message(self.sock, Cancelled(waiting.job_id))
+        return cancelled
+
+    def _take_run(self, job_id: int) -> Run | None:
+        """The waiting `Run` of `job_id`, out of the inbox (a cancel of a job not started)."""
+        for message in self.inbox:
+            if isinstance(message, Run) and message.job_id == job_id:
+                self.inbox.remove(message)
+                return message
+        return None
+
+    def waiting_run(self) -> Run | None:
+        """The next message if it is a job that already arrived (read without blocking)."""
+        while select.select([self.sock], [], [], 0)[0]:
+            data = self.sock.recv(65536)
+            if not data:
+                break
+            self._take(data, None)
+        head = self.inbox[0] if self.inbox else None
+        return head if isinstance(head, Run) else None
 
 
 def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
@@ -85,21 +133,17 @@ def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
         sock,
         Hello(version=PROTOCOL_VERSION, pid=os.getpid(), engine=engine, engine_error=engine_error),
     )
-    while not channel.stop_requested:
-        try:
-            message = recv_message(sock, TO_CHILD)
-        except ProtocolError:
-            os._exit(3)
-        if message is None or isinstance(message, Stop):
-            break
-        if isinstance(message, Run):
-            run_job(channel, handlers, message)
+    accepted = False  # the next job's `Accepted` went out with the last job's end
+    while isinstance(message := channel.next(), Run):
+        if not accepted:
+            send_message(sock, Accepted(message.job_id))
+        accepted = run_job(channel, handlers, message)
     os._exit(0)
 
 
-def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> None:
-    """Run one job and send how it ended; an error in the handler is a value, not a death."""
-    send_message(channel.sock, Accepted(run.job_id))
+def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
+    """Run one accepted job and send how it ended; an error in the handler is a value, not a
+    death. True when the next job's `Accepted` went out with the end (it was already waiting)."""
 
     def progress(detail: dict[str, Any]) -> None:
         send_message(channel.sock, Progress(run.job_id, detail))
@@ -112,21 +156,24 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> None:
             raise LookupError(f'no handler registered for job kind "{run.kind}" in the child')
         result = handler(run.payload, progress)
     except JobCancelled:
-        send_message(channel.sock, Cancelled(run.job_id))
-        return
+        end = encode(Cancelled(run.job_id))
     except OutOfResources as error:
-        send_message(channel.sock, Unable(run.job_id, _bounded(str(error))))
-        return
+        end = encode(Unable(run.job_id, _bounded(str(error))))
     except Exception as error:
         detail = "".join(traceback.format_exception_only(error)).strip()
-        send_message(channel.sock, Failed(run.job_id, _bounded(detail)))
-        return
-    _send_result(channel.sock, Done(run.job_id, result))
+        end = encode(Failed(run.job_id, _bounded(detail)))
+    else:
+        end = _result_frame(Done(run.job_id, result))
+    following = channel.waiting_run()
+    if following is not None:
+        end += encode(Accepted(following.job_id))
+    channel.sock.sendall(end)
+    return following is not None
 
 
-def _send_result(sock: socket.socket, done: Done) -> None:
-    """Send `done`, or, when it cannot be framed (too big, or of types msgpack cannot encode),
-    the job's failure saying why.
+def _result_frame(done: Done) -> bytes:
+    """The frame of `done`, or, when it cannot be framed (too big, or of types msgpack cannot
+    encode), of the job's failure saying why.
 
     The parent would refuse the frame and kill the child, and the same result would kill the
     next child on every retry: the job fails once, with its real reason, and the child goes on.
@@ -139,7 +186,7 @@ def _send_result(sock: socket.socket, done: Done) -> None:
         frame = encode(Failed(done.job_id, reason))
     except (TypeError, ValueError, OverflowError) as error:  # what msgpack raises
         frame = encode(Failed(done.job_id, _bounded(f"result cannot be sent: {error}")))
-    sock.sendall(frame)
+    return frame
 
 
 def _bounded(detail: str) -> str:

@@ -9,8 +9,12 @@ Claiming ahead keeps other hosts from jobs this one is not running yet, so it is
 each child holds at most `AHEAD_SECONDS` of work, judged from how long recent jobs took. Long jobs
 (captures take seconds) get no claim-ahead at all, and a job that turns out long gives its
 child's claimed-ahead jobs back (`overdue`). A claimed-ahead job is `running` in the database
-with the pid of the child that will run it; it has not been sent to the child, so if the child
-dies or the host drains it is released, never counted as a crash. This module decides how many;
+with the pid of the child that will run it. Small ones are sent to the child at once, to wait in
+its socket behind the job it runs (`supervisor.host.pool.JOBS_SENT_AT_ONCE`); those can no longer
+be given back, so a job that turns out long delays at most the depth's worth of short jobs sent
+behind it: the host takes them back (a `Cancel` of a job that has not started: the child
+drops it and answers at once, or when its long job lets it read). Until the child starts a job (`Accepted`) it is not the job's crash: if the child dies
+or the host drains, it is released without spending an attempt. This module decides how many;
 the jobs themselves are held in `supervisor.host.inflight`.
 """
 
@@ -67,15 +71,16 @@ class ClaimAhead:
         for child in children:
             if child.hello is None or child.stopping or child.closed:
                 continue
-            ahead = inflight.held_for(child)
-            busy = child.job_id is not None
+            sent = len(child.jobs)
+            # Jobs waiting for the child: held here, or sent behind the one it runs.
+            ahead = inflight.held_for(child) + max(sent - 1, 0)
             # Never more than the child runs before it is recycled.
             capacity = 1 if child in slow else 1 + depth
-            room = min(capacity, child.max_jobs - child.jobs_done) - busy - ahead
+            room = min(capacity, child.max_jobs - child.jobs_done) - min(sent, 1) - ahead
             if room <= 0:
                 continue
             needs.append((child, room))
-            due |= (not busy and ahead == 0) or ahead <= depth // 2
+            due |= (not sent and ahead == 0) or ahead <= depth // 2
         return [child for child, room in needs for _ in range(room)] if due else []
 
     @staticmethod
@@ -86,6 +91,17 @@ class ClaimAhead:
             for running in inflight.running()
             if outlasted(running, now)
             for held in inflight.take_held(running.child)
+        ]
+
+    @staticmethod
+    def sent_behind_long_jobs(inflight: InFlight, now: float) -> list[Running]:
+        """Jobs sent to wait in a child behind a job running for longer than
+        `PATIENCE_SECONDS`, not asked to stop yet: the host takes them back."""
+        slow = {running.child for running in inflight.running() if outlasted(running, now)}
+        return [
+            waiting
+            for waiting in inflight.waiting()
+            if waiting.child in slow and waiting.stopping is None
         ]
 
 

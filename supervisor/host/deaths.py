@@ -18,7 +18,7 @@ from supervisor.host.sizing import own_cgroup_dir
 KillReason = Literal[
     "cancelled",  # its job was cancelled and it did not stop within the grace
     "lost",  # its job's lease was lost and it did not stop within the grace
-    "released",  # the drain ran out: its job was given back
+    "released",  # its job was given back (the drain ran out, or it waited behind a long one)
     "host stopping",  # the host is leaving
     "engine check failed",  # the first child could not load the image engine
     "hung",  # it said nothing of its job for `stall_seconds` (a crash)

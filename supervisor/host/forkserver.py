@@ -14,6 +14,7 @@ import os
 import select
 import signal
 import socket
+import time
 
 import structlog
 
@@ -57,6 +58,41 @@ class ForkServer:
         `ForkRefused` when the kernel refuses the fork, `ForkServerGone` when the new server
         died or hung before it was ready, `ForkServerError` when it cannot load the child code.
         """
+        starting = StartingForkServer.fork()
+        if not select.select([starting], [], [], READY_TIMEOUT_SECONDS)[0]:
+            starting.give_up()
+        server = starting.ready()
+        assert server is not None, "readable: it answered or closed its socket"
+        return server
+
+    def spawn(self, threads: int) -> tuple[int, socket.socket]:
+        """A new child (pid, and the parent's end of its socket)."""
+        return request_spawn(self._control, threads)
+
+    def stop(self) -> None:
+        """Close the control socket; the fork server exits when it reads the end of it."""
+        self._control.close()
+
+    def kill(self) -> None:
+        """End a fork server that stopped answering (it is reaped like any child)."""
+        self._control.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+class StartingForkServer:
+    """A fork server forked but not ready yet: it imports the child code (seconds) while the
+    host's loop goes on, and is asked whether it is ready when its socket becomes readable."""
+
+    def __init__(self, pid: int, control: socket.socket, deadline: float) -> None:
+        self.pid = pid
+        self._control = control
+        #: When it is given up on (monotonic seconds).
+        self.deadline = deadline
+
+    @classmethod
+    def fork(cls) -> StartingForkServer:
+        """Fork the fork server; `ForkRefused` when the kernel refuses."""
         become_subreaper()
         ours, theirs = socket.socketpair()
         supervisor_pid = os.getpid()
@@ -78,32 +114,41 @@ class ForkServer:
             finally:
                 os._exit(70)
         theirs.close()
-        if not select.select([ours], [], [], READY_TIMEOUT_SECONDS)[0]:
-            os.kill(pid, signal.SIGKILL)
-            ours.close()
-            raise ForkServerGone("the fork server did not start in time")
+        return cls(pid, ours, time.monotonic() + READY_TIMEOUT_SECONDS)
+
+    def fileno(self) -> int:
+        """Its control socket, for `select`: readable once it answered or died."""
+        return self._control.fileno()
+
+    def ready(self) -> ForkServer | None:
+        """The fork server once it said it is ready; None while it still starts.
+
+        `ForkServerGone` when it died or passed `READY_TIMEOUT_SECONDS` (it is killed),
+        `ForkServerError` when it cannot load the child code.
+        """
+        if not select.select([self._control], [], [], 0)[0]:
+            if time.monotonic() > self.deadline:
+                self.give_up()
+            return None
         try:
-            answer = ours.recv(4096)
+            answer = self._control.recv(4096)
         except OSError:
             answer = b""
         if answer != READY:
-            ours.close()
+            self._control.close()
             if not answer:  # killed before it could say anything
                 raise ForkServerGone("the fork server died while starting")
         read_ready(answer)
-        log.debug("fork server ready", pid=pid)
-        return cls(pid, ours)
+        log.debug("fork server ready", pid=self.pid)
+        return ForkServer(self.pid, self._control)
 
-    def spawn(self, threads: int) -> tuple[int, socket.socket]:
-        """A new child (pid, and the parent's end of its socket)."""
-        return request_spawn(self._control, threads)
-
-    def stop(self) -> None:
-        """Close the control socket; the fork server exits when it reads the end of it."""
-        self._control.close()
+    def give_up(self) -> None:
+        """Kill a fork server that did not start in time; `ForkServerGone`."""
+        self.kill()
+        raise ForkServerGone("the fork server did not start in time")
 
     def kill(self) -> None:
-        """End a fork server that stopped answering (it is reaped like any child)."""
+        """Kill it while it starts (it is reaped like any child)."""
         self._control.close()
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)

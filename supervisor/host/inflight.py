@@ -1,7 +1,9 @@
 """Every job this host holds, in one registry that alone changes what is known of them.
 
 A job is *held* once claimed for a child (claimed ahead, not sent yet), then *running* once sent
-to it, until it is settled or given back. The host, the settler and lease keeping all call the
+to it, until it is settled or given back. A child may have been sent its next job before it
+ended the one it runs (`JOBS_SENT_AT_ONCE`): that job *waits* in the child, and its clock (how
+long it took, whether its child is hung on it) starts when the one before it ends. The host, the settler and lease keeping all call the
 verbs here instead of changing a `Running` or a child's `job_id` themselves, so each transition
 is made in one place and a job can never be in two places at once.
 """
@@ -37,6 +39,15 @@ class InFlight:
         """The jobs claimed ahead, not sent to their child yet."""
         return (running for queue in self._held.values() for running in queue)
 
+    def waiting(self) -> Iterator[Running]:
+        """The jobs sent to a child behind the one it runs, not started yet."""
+        return (running for running in self._running.values() if not self.is_first(running))
+
+    @staticmethod
+    def is_first(running: Running) -> bool:
+        """`running` is the job its child runs now (not one waiting behind it)."""
+        return running.child.job_id == running.job.id
+
     def held_for(self, child: Child) -> int:
         """How many jobs wait for `child`."""
         return len(self._held.get(child, ()))
@@ -61,15 +72,21 @@ class InFlight:
         """A job was claimed for `running.child`; it waits until the child is free."""
         self._held.setdefault(running.child, deque()).append(running)
 
+    def next_held(self, child: Child) -> Running | None:
+        """The job `start_next` would start for `child`, left where it is."""
+        queue = self._held.get(child)
+        return queue[0] if queue else None
+
     def start_next(self, child: Child, now: float) -> Running | None:
-        """The next job held for a free `child` becomes its running job (to be sent now)."""
+        """The next job held for `child`, when it has room for one, becomes running (to be sent
+        now): its child's job, or the one waiting behind it."""
         queue = self._held.get(child)
         if not queue or not child.ready:
             return None
         running = queue.popleft()
         running.started_at = running.last_progress_at = now
         self._running[running.job.id] = running
-        child.job_id = running.job.id
+        child.jobs.append(running.job.id)
         return running
 
     # -- what the child says ----------------------------------------------------------------
@@ -97,17 +114,26 @@ class InFlight:
 
     # -- ended ------------------------------------------------------------------------------
 
-    def finished(self, running: Running) -> None:
-        """The child ended the job (done, failed, cancelled): the child is free again."""
+    def finished(self, running: Running, now: float) -> None:
+        """The child ended the job (done, failed, cancelled): it has room again, and the job
+        waiting behind it, if any, starts now."""
         del self._running[running.job.id]
-        running.child.job_id = None
-        running.child.jobs_done += 1
+        child = running.child
+        first = child.job_id == running.job.id
+        child.jobs.remove(running.job.id)
+        child.jobs_done += 1
+        if first and child.jobs:
+            following = self._running[child.jobs[0]]
+            following.started_at = following.last_progress_at = now
+            if following.stopping is not None:
+                following.stopping_since = now  # its child reads the stop only now
 
-    def child_gone(self, child: Child) -> tuple[Running | None, list[Running]]:
-        """A child died or is leaving: the job it was running (if any) and those held for it."""
-        running = self._running.pop(child.job_id, None) if child.job_id is not None else None
-        child.job_id = None
-        return running, self.take_held(child)
+    def child_gone(self, child: Child) -> tuple[list[Running], list[Running]]:
+        """A child died or is leaving: the jobs sent to it (the one it ran first, then any that
+        waited behind it) and those held for it."""
+        sent = [self._running.pop(job_id) for job_id in child.jobs]
+        child.jobs.clear()
+        return sent, self.take_held(child)
 
     def release_running(self) -> list[Running]:
         """Every running job, taken back from its child (the drain ran out)."""
@@ -115,7 +141,7 @@ class InFlight:
         self._running.clear()
         for running in taken:
             running.stopping = "released"
-            running.child.job_id = None
+            running.child.jobs.clear()
         return taken
 
     def take_held(self, child: Child) -> list[Running]:

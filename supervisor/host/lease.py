@@ -4,8 +4,8 @@ A claim gives a job a lease of `lease_seconds`. Here, in one place:
 
 * **renewal**: progress from the child renews its job's lease, at most once per `renew_every`
   (a quarter lease), so a chatty child costs a write per quarter lease, not per message; jobs
-  held ahead for a busy child are renewed the same way, so a claimed-ahead job keeps a live
-  lease until it runs or is given back;
+  held ahead for a busy child, or sent to wait behind its job, are renewed the same way, so a
+  claimed-ahead job keeps a live lease until it runs or is given back;
 * **loss**: a renewal the fence refuses means another host owns the job now; it is marked lost
   and the host stops it without recording anything;
 * **stall**: a running job whose child said nothing for `stall_seconds` is hung;
@@ -89,12 +89,15 @@ class LeaseKeeper:
             running.log.warning("lease lost")
 
     def renew_held(self, engine: Engine, now: float) -> list[Running]:
-        """Renew, in one statement, the held-ahead jobs whose lease is due; those another host
-        owns now are taken out of the registry and returned (they must never reach a child)."""
+        """Renew, in one statement, the leases due of jobs not started yet: held ahead, or
+        waiting in their child behind its job. Held ones another host owns now are taken out of
+        the registry and returned (they must never reach a child); waiting ones are marked
+        lost, for the host to stop."""
         if now < self._held_check_at:
             return []
         self._held_check_at = now + min(HELD_CHECK_SECONDS, self.renew_every)
-        due = [held for held in self.inflight.held() if self.renewal_due(held, now)]
+        waiting = [*self.inflight.held(), *self.inflight.waiting()]
+        due = [held for held in waiting if self.renewal_due(held, now)]
         if not due:
             return []
         with transaction(engine) as conn:

@@ -56,7 +56,7 @@ from supervisor.host.health import DatabaseBackoff, SpawnBackoff
 from supervisor.host.inflight import InFlight
 from supervisor.host.lease import LeaseKeeper
 from supervisor.host.memory import TreeMemory
-from supervisor.host.pool import Child, Pool
+from supervisor.host.pool import SEND_AHEAD_FRAME_BYTES, Child, Pool
 from supervisor.host.running import Running, StopReason
 from supervisor.host.settings import HostSettings
 from supervisor.host.settle import Settler
@@ -80,6 +80,8 @@ ACK_DELAY_SECONDS = 0.05
 #: How long a job its child could not run for want of resources waits, and the host claims
 #: nothing.
 RESOURCE_PAUSE_SECONDS = 2.0
+#: Logged for each job given back from behind a job that turned out long.
+GIVING_BACK = "giving back a job claimed ahead: its child is busy with a long one"
 #: The longest the loop sleeps: stalls, grace periods and back-offs are checked on waking.
 LONGEST_WAIT_SECONDS = 1.0
 
@@ -134,6 +136,10 @@ class Host:
         self.last_work_at: float | None = None
         #: The last claim found no work (with --drain, time to ask whether the queue is empty).
         self.found_nothing = False
+        #: Statements sent to the database and transactions committed, logged when the host
+        #: stops: the round trips its work cost.
+        self.statements = 0
+        self.transactions = 0
         # Set up in start(): the fork server first, before any connection or thread.
         self.pool: Pool
         self.engine: Engine
@@ -194,6 +200,7 @@ class Host:
             return self.refuse(engine_error)
         self.engine = connect(self.settings.database_url, pool_size=2)
         event.listen(self.engine, "commit", self.database_answered)
+        event.listen(self.engine, "before_cursor_execute", self.count_statement)
         self.settler = Settler(self.engine, self.settings, self.kinds, self.log, self.clock)
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url, self.rand)
@@ -283,7 +290,7 @@ class Host:
         )
         self.settler.give_back(self.inflight.take_all_held())
         for child in list(self.pool.children.values()):
-            if child.ready:
+            if child.idle:
                 self.pool.stop(child, Stop())
 
     # -- children ---------------------------------------------------------------------------
@@ -302,8 +309,12 @@ class Host:
             self.service(child)
             self.pool.close(child)
             scratch.remove_child_scratch(self.settings.artifacts, pid)
-            running, held = self.inflight.child_gone(child)
-            self.settler.give_back(held)
+            sent, held = self.inflight.child_gone(child)
+            # Only the first job sent can have started: those waiting behind it go back with
+            # what was held, without spending an attempt (unless asked to stop meanwhile).
+            running, waiting = (sent[0], sent[1:]) if sent else (None, [])
+            asked = [job for job in waiting if job.stopping is not None]
+            self.settler.give_back([job for job in waiting if job.stopping is None] + held)
             if running is None and child.killed is None and child.stopping and status == 0:
                 continue  # asked to leave, and left
             cause = death_cause(status, self.oom, killed=child.killed)
@@ -311,7 +322,8 @@ class Host:
             job_id = running.job.id if running else None
             self.log.log(level, "child exited", child_pid=pid, cause=cause, job_id=job_id)
             if running is not None:
-                self.settler.child_died(running, cause)
+                for job in (running, *asked):
+                    self.settler.child_died(job, cause)
             deliberate = child.stopping or (
                 child.killed is not None and child.killed.reason in DELIBERATE_KILLS
             )
@@ -333,14 +345,18 @@ class Host:
 
     def keep_children(self) -> None:
         """Keep a fork server and one child per slot (no children while draining, none during a
-        spawn back-off)."""
+        spawn back-off). A fork server that died is replaced without waiting for it: it imports
+        the child code for seconds, while running children must still be heard (a child silent
+        for `stall_seconds` is killed as hung, and the loop that times it must not sleep)."""
         now = self.clock()
         if self.drain.active or now < self.timers.spawn_after:
             return
         alive = [c for c in self.pool.children.values() if not (c.stopping or c.closed)]
         try:
-            if self.pool.ensure_fork_server():
+            if self.pool.restart_fork_server():
                 self.log.info("fork server started", pid=self.pool.fork_server_pid)
+            if self.pool.fork_server is None:
+                return  # still starting: its socket wakes the loop
             for _ in range(self.sizing.slots - len(alive)):
                 self.pool.spawn(now)
         except ForkServerError as error:
@@ -369,6 +385,8 @@ class Host:
         for child in self.pool.silent_since_spawn(now - self.settings.stall_seconds):
             self.pool.kill(child, "hung", f"no hello within {self.settings.stall_seconds:g} s")
         for running in self.inflight.running():
+            if not self.inflight.is_first(running):
+                continue  # waiting behind its child's job: its clock starts when that one ends
             if running.stopping is not None and running.stopping_since is not None:
                 if now - running.stopping_since > CANCEL_GRACE_SECONDS:
                     self.pool.kill(running.child, running.stopping)
@@ -396,15 +414,22 @@ class Host:
                 )
                 child.stopping = True
                 self.give_back(child)
-                if child.job_id is None:
+                if not child.jobs:
                     self.pool.send(child, Stop())
 
     def give_back_overdue(self) -> None:
-        """Jobs held behind a job that turned out long go back to the queue for other hosts."""
-        if overdue := self.ahead.overdue(self.inflight, self.clock()):
+        """Jobs held or sent behind a job that turned out long go back to the queue for other
+        hosts: those held at once, those sent once their child drops them (it answers
+        `Cancelled` for a job it has not started; one it started ends as it would have)."""
+        now = self.clock()
+        if overdue := self.ahead.overdue(self.inflight, now):
             for held in overdue:
-                held.log.info("giving back a job claimed ahead: its child is busy with a long one")
+                held.log.info(GIVING_BACK)
             self.settler.give_back(overdue)
+        for waiting in self.ahead.sent_behind_long_jobs(self.inflight, now):
+            if self.inflight.stopping(waiting, "released", now):
+                waiting.log.info(GIVING_BACK)
+                self.pool.send(waiting.child, Cancel(waiting.job.id))
 
     def give_back(self, child: Child) -> None:
         """Release the jobs held for a child that will not run them."""
@@ -430,8 +455,13 @@ class Host:
 
     def database_answered(self, _conn: Connection) -> None:
         """A transaction committed: the database is there (an engine `commit` event)."""
+        self.transactions += 1
         if self.database.succeeded():
             self.log.info("database reachable again")
+
+    def count_statement(self, *_execution: object) -> None:
+        """A statement goes to the database (an engine `before_cursor_execute` event)."""
+        self.statements += 1
 
     def check_cancels(self) -> None:
         """Stop the jobs whose build was cancelled (read every few seconds, at once on NOTIFY)."""
@@ -461,9 +491,13 @@ class Host:
         self.lease.expire(self.engine, self.clock())
 
     def renew_held(self) -> None:
-        """Keep the leases of held-ahead jobs alive; one another host took is dropped as lost."""
+        """Keep the leases of jobs not started yet alive; one another host took is dropped as
+        lost (stopped in its child, when it was sent already)."""
         if lost := self.lease.renew_held(self.engine, self.clock()):
             self.settler.give_back(lost)
+        for waiting in list(self.inflight.waiting()):
+            if waiting.lost:
+                self.stop_job(waiting, "lost")
 
     def claim_and_dispatch(self) -> None:
         """Record finished jobs and, when a claim is due, claim work for the children."""
@@ -512,24 +546,30 @@ class Host:
             self.dispatch(child)
 
     def dispatch(self, child: Child) -> None:
-        """Send a free child the next job held for it."""
-        running = self.inflight.start_next(child, self.clock())
-        if running is None:
-            return
-        job = running.job
-        try:
-            frame = encode(Run(job.id, job.kind, job.attempt, running.payload))
-        except FrameTooLarge as error:  # it would never fit: no retry can help
-            self.inflight.finished(running)
-            why = (
-                f"cannot hand the job to a child: its data of {error.size / 2**20:.1f} MiB "
-                f"exceeds the {MAX_FRAME_BYTES // 2**20} MiB frame limit"
-            )
-            self.settler.refuse(running, why)
-            self.dispatch(child)
-            return
-        running.log.info("job started")
-        self.pool.send_frame(child, frame)
+        """Send a child the jobs held for it while it has room: those beyond the one it runs
+        wait in its socket, so that it starts each the moment it ends the one before, whatever
+        this loop is doing. Only small frames are sent to a busy child (`SEND_AHEAD_FRAME_BYTES`)."""
+        frames = b""
+        now = self.clock()
+        while child.ready and (running := self.inflight.next_held(child)) is not None:
+            job = running.job
+            try:
+                frame = encode(Run(job.id, job.kind, job.attempt, running.payload))
+            except FrameTooLarge as error:  # it would never fit: no retry can help
+                self.inflight.take_held_job(job.id)
+                why = (
+                    f"cannot hand the job to a child: its data of {error.size / 2**20:.1f} MiB "
+                    f"exceeds the {MAX_FRAME_BYTES // 2**20} MiB frame limit"
+                )
+                self.settler.refuse(running, why)
+                continue
+            if child.jobs and len(frame) > SEND_AHEAD_FRAME_BYTES:
+                break  # sent once the child is free
+            self.inflight.start_next(child, now)
+            frames += frame
+            running.log.debug("job started")
+        if frames:
+            self.pool.send_frame(child, frames)
 
     # -- waiting and messages ---------------------------------------------------------------
 
@@ -538,7 +578,7 @@ class Host:
         now = self.clock()
         timers = self.timers
         deadlines = [timers.cancel_check_at, timers.memory_check_at, now + LONGEST_WAIT_SECONDS]
-        if any(child.ready for child in self.pool.children.values()):
+        if any(child.idle for child in self.pool.children.values()):
             # A poll only matters with a child to give work, and not before claims may resume:
             # a poll due while they are paused would wake the loop at once, again and again.
             deadlines.append(max(timers.poll_at, timers.claims_paused_until))
@@ -548,6 +588,9 @@ class Host:
             deadlines.append(self.settler.completions_since + ACK_DELAY_SECONDS)
         timeout = max(0.0, min(deadlines) - now)
         sources: list[Any] = [self.signals, *self.pool.children.values()]
+        starting = self.pool.starting
+        if starting is not None and not self.drain.active and now >= timers.spawn_after:
+            sources.append(starting)  # readable once it is ready or died: `keep_children` looks
         listen_fd = self.listener.fileno() if self.listener else None
         if listen_fd is not None:
             sources.append(listen_fd)
@@ -557,6 +600,8 @@ class Host:
                 self.signals.clear_wakeups()
             elif isinstance(source, Child):
                 self.service(source)
+            elif source is starting:
+                continue
             elif self.listener is not None:
                 self.heard(self.listener.drain())
         if self.listener is not None and self.listener.keep(self.clock()):
@@ -611,7 +656,7 @@ class Host:
     def finish(self, running: Running, message: Done | Failed | Cancelled, now: float) -> None:
         """The child ended its job: settle it, then recycle the child or give it the next job."""
         child = running.child
-        self.inflight.finished(running)
+        self.inflight.finished(running, now)
         self.spawning.child_succeeded()
         self.ahead.job_took(now - running.started_at)
         self.settler.ended(running, message)
@@ -620,7 +665,8 @@ class Host:
             child.stopping = True
         if child.stopping or self.drain.active:
             self.give_back(child)
-            self.pool.stop(child, Stop())
+            if not child.jobs:  # one sent ahead is still in flight: it ends first
+                self.pool.stop(child, Stop())
         else:
             self.dispatch(child)
         self.timers.poll_at = min(self.timers.poll_at, now)
@@ -632,7 +678,7 @@ class Host:
         nothing for that pause, so that it does not churn through the queue meanwhile; the
         child stays, for the trouble is usually its surroundings' (a pids limit, a full disk).
         """
-        self.inflight.finished(running)
+        self.inflight.finished(running, now)
         self.log.error(
             "host unhealthy: a child lacks resources; giving its job back",
             job_id=running.job.id,
@@ -692,7 +738,7 @@ class Host:
         if self.listener is not None:
             self.listener.close()
         self.engine.dispose()
-        self.log.info("host stopped")
+        self.log.info("host stopped", statements=self.statements, transactions=self.transactions)
 
 
 def _version_mismatch(hello: Hello) -> str:

@@ -16,17 +16,27 @@ import random
 import signal
 import socket
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import structlog
 
-from ipc.forkserver import ForkServerGone
+from ipc.forkserver import ForkServerError, ForkServerGone
 from ipc.framing import FrameReader, encode
 from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
 from supervisor.host.deaths import Kill, KillReason
-from supervisor.host.forkserver import ForkServer
+from supervisor.host.forkserver import ForkServer, StartingForkServer
 
 log = structlog.get_logger(__name__)
+
+#: Jobs a child may have been sent at once: the one it runs and those waiting in its socket, so
+#: that a child of short jobs goes on while the parent is busy (in a transaction, say). Only
+#: jobs claimed ahead are sent ahead, so a child holds no more than `claim_ahead` allows.
+JOBS_SENT_AT_ONCE = 32
+#: The largest frame sent to a child that is busy: what waits in its socket then stays far
+#: below the socket's buffer (~90 KiB of small frames here), so the parent's send never blocks
+#: on a child that reads only between jobs. A bigger job waits here until the child is free.
+SEND_AHEAD_FRAME_BYTES = 2048
 
 
 @dataclass(eq=False)
@@ -40,7 +50,8 @@ class Child:
     max_jobs: int
     reader: FrameReader = field(default_factory=lambda: FrameReader(TO_PARENT))
     hello: Hello | None = None
-    job_id: int | None = None
+    #: The ids of the jobs sent to it, in the order it runs them: the first is the one it runs.
+    jobs: deque[int] = field(default_factory=deque)
     jobs_done: int = 0
     #: The parent's kill, when it killed it; its death is then read with this reason.
     killed: Kill | None = None
@@ -50,9 +61,23 @@ class Child:
     closed: bool = False
 
     @property
+    def job_id(self) -> int | None:
+        """The job it runs (or starts next), if it was sent one."""
+        return self.jobs[0] if self.jobs else None
+
+    @property
     def ready(self) -> bool:
-        """Idle and able to take a job."""
-        return self.hello is not None and self.job_id is None and not (self.stopping or self.closed)
+        """Able to take a job: it said hello, stays, and has room for one more."""
+        return (
+            self.hello is not None
+            and len(self.jobs) < JOBS_SENT_AT_ONCE
+            and not (self.stopping or self.closed)
+        )
+
+    @property
+    def idle(self) -> bool:
+        """Ready, with no job sent to it."""
+        return self.ready and not self.jobs
 
     def fileno(self) -> int:
         """The child's socket, for `select`."""
@@ -69,8 +94,10 @@ class Pool:
         max_jobs_per_child: int,
         rand: random.Random,
     ) -> None:
-        #: None until started, and from its death until a new one is started.
+        #: None until started, and from its death until a new one is ready.
         self.fork_server = fork_server
+        #: A new fork server that is importing the child code, while the host goes on.
+        self.starting: StartingForkServer | None = None
         self.threads = threads
         self.max_jobs_per_child = max_jobs_per_child
         self.rand = rand
@@ -79,15 +106,44 @@ class Pool:
     # -- the fork server --------------------------------------------------------------------
 
     def ensure_fork_server(self) -> bool:
-        """Start a fork server if there is none; True when one was started.
+        """Start a fork server if there is none, and wait until it is ready; True when one was
+        started. For the host's start, when there is nothing else to do.
 
         Raises what `ForkServer.start` raises: a refused fork, a server that died starting, or
         one that cannot load the child code.
         """
         if self.fork_server is not None:
             return False
+        self.kill_starting()
         self.fork_server = ForkServer.start()
         return True
+
+    def restart_fork_server(self) -> bool:
+        """Without waiting: fork a new fork server when there is none, or see whether the one
+        starting is ready; True when one became ready. The host goes on meanwhile (a restart
+        takes seconds, and its children's silence is timed while it waits).
+
+        Raises what `StartingForkServer.fork` and `.ready` raise.
+        """
+        if self.fork_server is not None:
+            return False
+        if self.starting is None:
+            self.starting = StartingForkServer.fork()
+        try:
+            self.fork_server = self.starting.ready()
+        except ForkServerError:
+            self.starting = None
+            raise
+        if self.fork_server is None:
+            return False
+        self.starting = None
+        return True
+
+    def kill_starting(self) -> None:
+        """Kill a fork server still starting (the host leaves, or starts one and waits)."""
+        if self.starting is not None:
+            self.starting.kill()
+            self.starting = None
 
     @property
     def fork_server_pid(self) -> int | None:
@@ -110,6 +166,7 @@ class Pool:
 
     def stop_fork_server(self) -> None:
         """Let the fork server leave (the host is stopping)."""
+        self.kill_starting()
         if self.fork_server is not None:
             self.fork_server.stop()
             self.fork_server = None

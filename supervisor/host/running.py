@@ -18,7 +18,8 @@ from supervisor.host.pool import Child
 StopReason = Literal[
     "cancelled",  # its build was cancelled: recorded cancelled once the child stops
     "lost",  # a renewal found another host owns it now: nothing is recorded
-    "released",  # the drain ran out: given back without spending an attempt
+    "released",  # given back without spending an attempt: the drain ran out, or it was sent to
+    # wait in its child behind a job that turned out long
 ]
 
 

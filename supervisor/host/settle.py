@@ -154,6 +154,8 @@ class Settler:
             if not self.completions:
                 self.completions_since = self.clock()
             self.completions.append((running, message.result))
+        elif isinstance(message, Cancelled) and running.stopping == "released":
+            self.release(running)  # taken back from behind a long job
         elif isinstance(message, Cancelled):
             self.cancel(running)
         else:
@@ -165,6 +167,8 @@ class Settler:
             self._report(running, "lost", cause=cause)
         elif running.stopping == "cancelled":
             self.cancel(running)
+        elif running.stopping == "released":
+            self.release(running)  # taken back, then killed when it did not stop: not its crash
         elif not running.accepted:
             running.log.warning("child died before accepting the job; giving it back", cause=cause)
             self.release(running)

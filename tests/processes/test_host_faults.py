@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from sqlalchemy import Engine, select
 from supervisor.db.tables import builds, jobs
 from tests.capture_helpers import upload, write_png
 from tests.cgroups import confine, pids_cgroup
-from tests.hosts import FAST, HostProcess, StartHost, ended, enqueue, wait_for
+from tests.hosts import FAST, ROOT, HostProcess, StartHost, ended, enqueue, wait_for
 
 
 def fork_server_of(host: HostProcess) -> psutil.Process:
@@ -233,3 +235,33 @@ def test_a_child_without_threads_gives_its_job_back_unspent_and_the_build_ends_w
         build = conn.execute(select(builds).where(builds.c.id == queued.build_id)).one()
     assert build.status == "passed"
     assert host.stop() == 0
+
+
+RESTART = """
+import os, random, time
+from supervisor.host.pool import Pool
+pool = Pool(None, 1, 10, random.Random(0))
+began = time.monotonic()
+assert not pool.restart_fork_server() and pool.starting is not None
+forked = time.monotonic() - began
+while not pool.restart_fork_server():
+    time.sleep(0.005)
+ready = time.monotonic() - began
+assert pool.starting is None and pool.fork_server is not None
+pid = pool.fork_server.pid
+pool.stop_fork_server()
+os.waitpid(pid, 0)
+print(forked, ready)
+"""
+
+
+def test_a_fork_server_restart_does_not_wait_for_it_to_load_the_child_code() -> None:
+    """The loop goes on while a new fork server imports the child code (seconds): children
+    that must be heard meanwhile are not taken for hung because the host was waiting."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", RESTART], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    forked, ready = map(float, out.stdout.splitlines()[-1].split())
+    assert forked < ready / 4, f"the first call took {forked:.3f} s of the {ready:.3f} s start"

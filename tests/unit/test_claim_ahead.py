@@ -13,8 +13,9 @@ def run_next(inflight: InFlight, child: Child, jobs: int) -> None:
     for _ in range(jobs):
         running = inflight.running_job(child.job_id or -1)
         assert running is not None
-        inflight.finished(running)
-        inflight.start_next(child, now=0.0)
+        inflight.finished(running, now=0.0)
+        while inflight.start_next(child, now=0.0) is not None:
+            pass
 
 
 def learned(seconds_per_job: float) -> ClaimAhead:
@@ -25,7 +26,7 @@ def learned(seconds_per_job: float) -> ClaimAhead:
 
 def test_nothing_is_claimed_ahead_until_jobs_are_known_to_be_short(make_child: MakeChild) -> None:
     idle, busy = make_child(), make_child()
-    busy.job_id = 99
+    busy.jobs.append(99)
     ahead = ClaimAhead()
     assert ahead.depth == 0
     assert ahead.wanted([idle, busy], InFlight(), now=0.0) == [idle]
