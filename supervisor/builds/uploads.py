@@ -9,7 +9,8 @@ new, the build, its capture attempt, its shards and one `capture` job per shard,
 either fully queued or not there at all. Each snapshot's baseline is read in that transaction
 and carried in its job (`supervisor.builds.baselines`): a build's baselines are fixed when it is
 created. A shard never holds more snapshots than its messages to and from the child can carry
-(`MAX_SNAPSHOTS_PER_SHARD`).
+(`MAX_SNAPSHOTS_PER_SHARD`), and unless told otherwise an upload is split into shards of about
+`SNAPSHOTS_PER_SHARD`, so that every child of every host has a share of a large build.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ MESSAGE_ENVELOPE_BYTES = 64 * 2**10
 #: outgrow the frame limit that both ends of a child's socket enforce. Uploads with more
 #: snapshots get more shards than asked for.
 MAX_SNAPSHOTS_PER_SHARD = (MAX_FRAME_BYTES - MESSAGE_ENVELOPE_BYTES) // SNAPSHOT_BYTES_BOUND
+#: The snapshots of a shard when the upload names no number of shards. A shard is one job for one
+#: child: one shard for a whole build would leave every other child idle, and the last of a few
+#: large shards would run alone while the others wait. A job costs the host a few milliseconds
+#: (claim, start, acknowledgement, the build's reduction), a byte-identical snapshot some tens of
+#: microseconds and a compared one tens of milliseconds, so 250 keeps the per-job share small
+#: even when nothing changed, and a shard of compared snapshots still a matter of seconds.
+SNAPSHOTS_PER_SHARD = 250
 
 
 #: A snapshot as a shard holds it: an uploaded image, or a Storybook plan's snapshot.
@@ -228,6 +236,12 @@ def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
     return stored
 
 
+def default_shards(snapshots: int) -> int:
+    """The shards of an upload of `snapshots` that names no number: about `SNAPSHOTS_PER_SHARD`
+    snapshots each."""
+    return max(1, -(-snapshots // SNAPSHOTS_PER_SHARD))
+
+
 def check_request(project: str, branch: str, shards: int) -> None:
     """Refuse a build that `enqueue_build` would refuse, before any of its images is stored."""
     if not project.strip():
@@ -262,16 +276,18 @@ def enqueue_build(
     project: str,
     branch: str,
     images: Sequence[StoredImage],
-    shards: int = 1,
+    shards: int | None = None,
     commit: str | None = None,
 ) -> QueuedBuild:
     """Create the build, its capture attempt, its shards and their capture jobs.
 
-    The build gets more shards than `shards` when its images would not fit in so few (see
-    `MAX_SNAPSHOTS_PER_SHARD`).
+    `shards` None: `default_shards`. The build gets more shards than `shards` when its images
+    would not fit in so few (see `MAX_SNAPSHOTS_PER_SHARD`).
     """
     if not images:
         raise UploadError("a build needs at least one image")
+    if shards is None:
+        shards = default_shards(len(images))
     check_request(project, branch, shards)
     runs = split_evenly(images, shards)
     project_id = ensure_project(conn, project)
