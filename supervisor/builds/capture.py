@@ -175,13 +175,13 @@ def accepts(data: Any) -> bool:
 def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     """Mark the shard and build started and build the child's payload (baselines as queued)."""
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
-    project_id = conn.execute(
-        select(builds.c.project_id).where(builds.c.id == build_id)
-    ).scalar_one_or_none()
-    if project_id is None:
+    build = conn.execute(
+        select(builds.c.project_id, builds.c.status).where(builds.c.id == build_id)
+    ).one_or_none()
+    if build is None:
         raise LookupError(f"capture job {job.id}: no build with id {build_id}")
-    settings = load_settings(conn, project_id)
-    _mark_started(conn, build_id, shard_id)
+    settings = load_settings(conn, build.project_id)
+    _mark_started(conn, build_id, shard_id, first=build.status == "pending")
     shots = job.data["snapshots"]
     baselines = sum(1 for shot in shots if shot["baseline"] is not None)
     log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=baselines)
@@ -203,12 +203,21 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     }
 
 
-def _mark_started(conn: Connection, build_id: int, shard_id: int) -> None:
+def _mark_started(conn: Connection, build_id: int, shard_id: int, *, first: bool) -> None:
+    """The shard running; with the `first` shard, the build and its attempt too.
+
+    A build leaves `pending` and its attempt `queued` together (here, or in its plan), so a
+    build seen past `pending` has nothing more to mark: its later shards save the two
+    statements, which a host settling thousands of snapshots a second pays per shard. A build
+    seen `pending` that another shard starts meanwhile matches neither update then.
+    """
     conn.execute(
         update(capture_shards)
         .where(capture_shards.c.id == shard_id, capture_shards.c.status == "queued")
         .values(status="running")
     )
+    if not first:
+        return
     conn.execute(
         update(builds)
         .where(builds.c.id == build_id, builds.c.status == "pending")

@@ -52,11 +52,12 @@ MESSAGE_ENVELOPE_BYTES = 64 * 2**10
 MAX_SNAPSHOTS_PER_SHARD = (MAX_FRAME_BYTES - MESSAGE_ENVELOPE_BYTES) // SNAPSHOT_BYTES_BOUND
 #: The snapshots of a shard when the upload names no number of shards. A shard is one job for one
 #: child: one shard for a whole build would leave every other child idle, and the last of a few
-#: large shards would run alone while the others wait. A job costs the host a few milliseconds
-#: (claim, start, acknowledgement, the build's reduction), a byte-identical snapshot some tens of
-#: microseconds and a compared one tens of milliseconds, so 250 keeps the per-job share small
-#: even when nothing changed, and a shard of compared snapshots still a matter of seconds.
-SNAPSHOTS_PER_SHARD = 250
+#: large shards would run alone while the others wait. A job costs the host a dozen statements
+#: (claim, start, acknowledgement, the build's reduction) where a byte-identical snapshot costs
+#: tens of microseconds and a compared one tens of milliseconds: settling 10,000 byte-identical
+#: snapshots, 20 shards of 500 beat 40 of 250 and 80 of 125 (settle_bench), and a shard of
+#: compared snapshots stays a matter of seconds.
+SNAPSHOTS_PER_SHARD = 500
 
 
 #: A snapshot as a shard holds it: an uploaded image, or a Storybook plan's snapshot.
