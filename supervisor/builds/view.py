@@ -6,7 +6,7 @@ One reading of a build and its snapshots (`load_build`) serves the command's tab
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -119,7 +119,8 @@ class BuildView:
     @property
     def baseline_builds(self) -> tuple[int, ...]:
         """The builds its snapshots' baselines came from, oldest first."""
-        return baseline_builds_of(self.snapshots)
+        found = {s.baseline_build_id for s in self.snapshots if s.baseline_build_id is not None}
+        return tuple(sorted(found))
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -140,14 +141,12 @@ class BuildView:
         }
 
 
-def baseline_builds_of(shown: Iterable[SnapshotView]) -> tuple[int, ...]:
-    """The builds the baselines of `shown` came from, oldest first."""
-    return tuple(sorted({s.baseline_build_id for s in shown if s.baseline_build_id is not None}))
-
-
 def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) -> BuildView | None:
-    """Build `build_id` with its snapshots (or none of them, for a reader that streams them:
-    `report_snapshots`); None when there is no such build."""
+    """Build `build_id` with its snapshots; None when there is no such build.
+
+    Without its snapshots (`with_snapshots=False`) the view is for a reader that streams them
+    (`report_snapshots`, `baseline_builds`): its own `snapshots` and `baseline_builds` are then
+    empty."""
     row = conn.execute(
         select(builds, projects.c.name.label("project"))
         .join(projects, projects.c.id == builds.c.project_id)
