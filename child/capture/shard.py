@@ -12,13 +12,15 @@ job.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyvips
 
-from child.capture.paths import UnsafePath, resolve_under
+from child.capture.header import png_size
+from child.capture.paths import ArtifactsRoot, UnsafePath
 from child.diff.compare import DiffOptions, ImageError, compare, probe
 from child.worker import resources
 from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
@@ -27,21 +29,35 @@ Progress = Callable[[dict[str, Any]], None]
 SnapshotResult = dict[str, Any]
 
 
-def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Capture every snapshot of the payload, reporting progress after each."""
+#: The least time between two progress reports of a shard, in seconds. Progress proves the
+#: child alive (the host kills one silent for `stall_seconds`, seconds at the least) and is when
+#: a cancel is read; a byte-identical snapshot takes tens of microseconds, and a report after
+#: each cost the child and the host more than the snapshot itself. A compared snapshot takes
+#: longer than this, so each of those is still reported.
+PROGRESS_SECONDS = 0.1
+
+
+def run(
+    payload: dict[str, Any], progress: Progress, clock: Callable[[], float] = time.monotonic
+) -> dict[str, Any]:
+    """Capture every snapshot of the payload, reporting progress after a snapshot whenever
+    `PROGRESS_SECONDS` have passed since the last report (or the start)."""
     if "storybook" in payload:
         # Imported here: the story capture builds on this module's `capture_one`.
         from child.storybook import capture as stories
 
         return stories.run(payload, progress)
-    root = Path(payload["artifacts"])
+    root = ArtifactsRoot(Path(payload["artifacts"]))
     options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
     results = []
+    reported = clock()
     for done, shot in enumerate(shots, start=1):
         results.append(capture_one(root, diff_dir, shot, options))
-        progress({"done": done, "total": len(shots)})
+        if (now := clock()) - reported >= PROGRESS_SECONDS:
+            progress({"done": done, "total": len(shots)})
+            reported = now
     return {"snapshots": results}
 
 
@@ -58,14 +74,16 @@ def diff_options(given: Mapping[str, Any]) -> DiffOptions:
 
 
 def capture_one(
-    root: Path, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
+    root: ArtifactsRoot | Path, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
 ) -> SnapshotResult:
     """One snapshot's result; a bad image or path is a `failed` result, never an exception
     (but a child out of threads, memory or disk raises `OutOfResources`: see
-    `child.worker.resources`)."""
+    `child.worker.resources`). A shard passes its root resolved once (`ArtifactsRoot`)."""
     baseline = shot.get("baseline")
+    if isinstance(root, Path):
+        root = ArtifactsRoot(root)
     try:
-        image = resolve_under(root, shot["image"])
+        image = root.resolve(shot["image"])
         if baseline is None:
             return _new(shot, image, options)
         if baseline["sha256"] == shot["sha256"]:
@@ -99,8 +117,9 @@ def _decode_fully(image: Path) -> None:
 
 
 def _unchanged(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> SnapshotResult:
-    """Same bytes as the baseline: unchanged without decoding (the header gives the size)."""
-    width, height = probe(image, options.max_pixels)
+    """Same bytes as the baseline: unchanged without decoding, nor even opening the file in
+    libvips (its PNG header gives the size: `child.capture.header`)."""
+    width, height = png_size(image, options.max_pixels)
     return _result(
         shot,
         "unchanged",
@@ -113,13 +132,17 @@ def _unchanged(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> Sn
 
 
 def _compared(
-    root: Path, diff_dir: str, shot: Mapping[str, Any], image: Path, options: DiffOptions
+    root: ArtifactsRoot,
+    diff_dir: str,
+    shot: Mapping[str, Any],
+    image: Path,
+    options: DiffOptions,
 ) -> SnapshotResult:
     baseline = shot["baseline"]
     diff_relative = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
-    diff_path = resolve_under(root, diff_relative)  # its folder is made when a diff is written
-    baseline_path = resolve_under(root, baseline["image"])
-    outcome = compare(baseline_path, image, diff_path, options, artifacts=root)
+    diff_path = root.resolve(diff_relative)  # its folder is made when a diff is written
+    baseline_path = root.resolve(baseline["image"])
+    outcome = compare(baseline_path, image, diff_path, options, artifacts=root.path)
     return _result(
         shot,
         outcome.status,

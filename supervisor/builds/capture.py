@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import structlog
-from sqlalchemy import Connection, func, insert, select, update
+from sqlalchemy import Connection, func, select, update
 
 from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
 from ipc.storybook import (
@@ -34,6 +34,7 @@ from ipc.storybook import (
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.builds.projects import load_settings
 from supervisor.builds.reduce import ReduceOutcome, reduce_build
+from supervisor.builds.snapshot_rows import insert_snapshots
 from supervisor.builds.uploads import snapshot_name_problem
 from supervisor.db.queue import Job
 from supervisor.db.tables import (
@@ -41,7 +42,6 @@ from supervisor.db.tables import (
     builds,
     capture_attempts,
     capture_shards,
-    snapshots,
 )
 
 log = structlog.get_logger(__name__)
@@ -65,10 +65,15 @@ def _is_relative_path(value: Any) -> bool:
     return isinstance(value, str) and bool(value) and not value.startswith(("/", "\\"))
 
 
-def _is_image(value: Any, fields: set[str]) -> bool:
+#: The keys of an uploaded snapshot in a capture job's data, and of its baseline.
+UPLOADED_KEYS = frozenset(("name", "image", "sha256", "baseline"))
+BASELINE_KEYS = frozenset(("id", "image", "sha256"))
+
+
+def _is_image(value: Any, keys: frozenset[str]) -> bool:
     return (
         isinstance(value, Mapping)
-        and set(value) == fields
+        and value.keys() == keys
         and _is_relative_path(value["image"])
         and isinstance(value["sha256"], str)
         and SHA256.fullmatch(value["sha256"]) is not None
@@ -76,12 +81,12 @@ def _is_image(value: Any, fields: set[str]) -> bool:
 
 
 def _is_baseline(value: Any) -> bool:
-    return value is None or (_is_image(value, {"id", "image", "sha256"}) and is_id(value["id"]))
+    return value is None or (_is_image(value, BASELINE_KEYS) and is_id(value["id"]))
 
 
 def _is_uploaded_snapshot(value: Any) -> bool:
     return (
-        _is_image(value, {"name", "image", "sha256", "baseline"})
+        _is_image(value, UPLOADED_KEYS)
         and isinstance(value["name"], str)
         and bool(value["name"])
         and _is_baseline(value["baseline"])
@@ -170,13 +175,13 @@ def accepts(data: Any) -> bool:
 def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     """Mark the shard and build started and build the child's payload (baselines as queued)."""
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
-    project_id = conn.execute(
-        select(builds.c.project_id).where(builds.c.id == build_id)
-    ).scalar_one_or_none()
-    if project_id is None:
+    build = conn.execute(
+        select(builds.c.project_id, builds.c.status).where(builds.c.id == build_id)
+    ).one_or_none()
+    if build is None:
         raise LookupError(f"capture job {job.id}: no build with id {build_id}")
-    settings = load_settings(conn, project_id)
-    _mark_started(conn, build_id, shard_id)
+    settings = load_settings(conn, build.project_id)
+    _mark_started(conn, build_id, shard_id, first=build.status == "pending")
     shots = job.data["snapshots"]
     baselines = sum(1 for shot in shots if shot["baseline"] is not None)
     log.info("capture prepared", job_id=job.id, build_id=build_id, baselines=baselines)
@@ -198,12 +203,21 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     }
 
 
-def _mark_started(conn: Connection, build_id: int, shard_id: int) -> None:
+def _mark_started(conn: Connection, build_id: int, shard_id: int, *, first: bool) -> None:
+    """The shard running; with the `first` shard, the build and its attempt too.
+
+    A build leaves `pending` and its attempt `queued` together (here, or in its plan), so a
+    build seen past `pending` has nothing more to mark: its later shards save the two
+    statements, which a host settling thousands of snapshots a second pays per shard. A build
+    seen `pending` that another shard starts meanwhile matches neither update then.
+    """
     conn.execute(
         update(capture_shards)
         .where(capture_shards.c.id == shard_id, capture_shards.c.status == "queued")
         .values(status="running")
     )
+    if not first:
+        return
     conn.execute(
         update(builds)
         .where(builds.c.id == build_id, builds.c.status == "pending")
@@ -220,14 +234,14 @@ def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceO
     """Write the shard's snapshots, close the shard and, if it was the last, the build.
 
     The caller runs this in the transaction that acknowledged the job under its fence, so a
-    host that lost the job never gets here, and the results are written exactly once.
+    host that lost the job never gets here, and the results are written exactly once. The rows
+    go in one bulk statement (`supervisor.builds.snapshot_rows`).
     """
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
     results = _checked_results(job, result)
     images = {shot["name"]: shot for shot in job.data["snapshots"]}
-    conn.execute(
-        insert(snapshots),
-        [_snapshot_row(build_id, shard_id, images[item["name"]], item) for item in results],
+    insert_snapshots(
+        conn, [_snapshot_row(build_id, shard_id, images[item["name"]], item) for item in results]
     )
     conn.execute(
         update(capture_shards)
@@ -239,20 +253,36 @@ def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceO
     return outcome
 
 
+#: The keys of an uploaded image's result, and of a story's.
+IMAGE_RESULT_KEYS = frozenset(RESULT_FIELDS)
+STORY_RESULT_KEYS = frozenset((*RESULT_FIELDS, *STORY_RESULT_FIELDS))
+
+
 def _checked_results(job: Job, result: Any) -> list[Mapping[str, Any]]:
-    """The child's snapshot results, one per snapshot of the job, each well-formed."""
+    """The child's snapshot results, one per snapshot of the job, each well-formed.
+
+    Every result is checked, whatever their number: one loop over them, each test written out
+    rather than built from generators, since a byte-identical snapshot's whole cost is a few of
+    these microseconds.
+    """
     items = result.get("snapshots") if isinstance(result, Mapping) else None
     if not isinstance(items, list):
         raise ResultError(f"capture job {job.id}: the result has no snapshot list")
-    expected = sorted(shot["name"] for shot in job.data["snapshots"])
     story = "storybook" in job.data
-    fields = {*RESULT_FIELDS, *(STORY_RESULT_FIELDS if story else ())}
-    if not all(isinstance(item, Mapping) and set(item) == fields for item in items):
-        raise ResultError(f"capture job {job.id}: a snapshot result lacks or adds fields")
-    if sorted(str(item["name"]) for item in items) != expected:
+    keys = STORY_RESULT_KEYS if story else IMAGE_RESULT_KEYS
+    names = set()
+    for item in items:
+        if not isinstance(item, Mapping) or item.keys() != keys:
+            raise ResultError(f"capture job {job.id}: a snapshot result lacks or adds fields")
+        name = item["name"]
+        if isinstance(name, str):
+            names.add(name)
+    expected = {shot["name"] for shot in job.data["snapshots"]}
+    if len(items) != len(expected) or names != expected:
         raise ResultError(f"capture job {job.id}: the results do not match the job's snapshots")
     for item in items:
-        _check_result(job, item)
+        if not _well_formed(item):
+            raise ResultError(f"capture job {job.id}: malformed result for {item['name']!r}")
         if story:
             _check_capture(job, item)
     return items
@@ -274,29 +304,30 @@ def _check_capture(job: Job, item: Mapping[str, Any]) -> None:
         raise ResultError(f"capture job {job.id}: malformed capture for {item['name']!r}")
 
 
-def _check_result(job: Job, item: Mapping[str, Any]) -> None:
-    numbers = (item["width"], item["height"], item["diff_pixels"], item["baseline_id"])
-    well_formed = (
-        item["status"] in SNAPSHOT_STATES
-        and all(value is None or is_count(value) for value in numbers)
-        and all(_is_number_or_none(item[key]) for key in ("diff_ratio", *NUMBER_SETTINGS))
-        and (item["count_aa"] is None or isinstance(item["count_aa"], bool))
-        and all(
-            item[key] is None or isinstance(item[key], str)
-            for key in ("diff_path", "metric", "error")
-        )
-        and (item["diff_box"] is None or _is_box(item["diff_box"]))
-    )
-    if not well_formed:
-        raise ResultError(f"capture job {job.id}: malformed result for {item['name']!r}")
+def _well_formed(item: Mapping[str, Any]) -> bool:
+    """Each field of a result of the type and range its column takes."""
+    if item["status"] not in SNAPSHOT_STATES:
+        return False
+    for key in COUNT_FIELDS:
+        value = item[key]
+        if value is not None and not is_count(value):
+            return False
+    for key in NUMBER_FIELDS:
+        value = item[key]
+        if value is not None and (type(value) is bool or not isinstance(value, int | float)):
+            return False
+    for key in TEXT_FIELDS:
+        value = item[key]
+        if value is not None and not isinstance(value, str):
+            return False
+    count_aa, box = item["count_aa"], item["diff_box"]
+    return (count_aa is None or isinstance(count_aa, bool)) and (box is None or _is_box(box))
 
 
-#: The settings a result names by number.
-NUMBER_SETTINGS = ("threshold", "flat_threshold")
-
-
-def _is_number_or_none(value: Any) -> bool:
-    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+#: A result's fields by what they hold: counts, numbers (the settings' among them), texts.
+COUNT_FIELDS = ("width", "height", "diff_pixels", "baseline_id")
+NUMBER_FIELDS = ("diff_ratio", "threshold", "flat_threshold")
+TEXT_FIELDS = ("diff_path", "metric", "error")
 
 
 def _is_box(value: Any) -> bool:

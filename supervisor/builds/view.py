@@ -6,12 +6,13 @@ One reading of a build and its snapshots (`load_build`) serves the command's tab
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Row, Select, case, select
 
 from ipc.capture import SETTING_FIELDS
 from supervisor.db.tables import BuildSource, build_baselines, builds, projects, snapshots
@@ -140,8 +141,12 @@ class BuildView:
         }
 
 
-def load_build(conn: Connection, build_id: int) -> BuildView | None:
-    """Build `build_id` with its snapshots; None when there is no such build."""
+def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) -> BuildView | None:
+    """Build `build_id` with its snapshots; None when there is no such build.
+
+    Without its snapshots (`with_snapshots=False`) the view is for a reader that streams them
+    (`report_snapshots`, `baseline_builds`): its own `snapshots` and `baseline_builds` are then
+    empty."""
     row = conn.execute(
         select(builds, projects.c.name.label("project"))
         .join(projects, projects.c.id == builds.c.project_id)
@@ -162,7 +167,7 @@ def load_build(conn: Connection, build_id: int) -> BuildView | None:
         finished_at=m["finished_at"],
         report_path=m["report_path"],
         error=m["error"],
-        snapshots=_load_snapshots(conn, build_id),
+        snapshots=_load_snapshots(conn, build_id) if with_snapshots else (),
         source=m["source"],
         skipped=tuple(plan.get("skipped", ())),
         removed=_removed(conn, build_id, plan) if m["finished_at"] is not None else (),
@@ -182,47 +187,70 @@ def _removed(conn: Connection, build_id: int, plan: dict[str, Any]) -> tuple[str
     return tuple(name for name in names if name.split(" [", 1)[0] not in skipped)
 
 
+#: A report's groups, in the order it shows them: what needs a look first.
+REPORT_ORDER = ("changed", "failed", "new", "unchanged")
+#: Snapshot rows read at a time when they are streamed.
+STREAM_ROWS = 500
+
+
 def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]:
+    rows = conn.execute(_snapshots_query(build_id).order_by(snapshots.c.name))
+    return tuple(_snapshot_view(row) for row in rows)
+
+
+def report_snapshots(conn: Connection, build_id: int) -> Iterator[SnapshotView]:
+    """Build `build_id`'s snapshots in the order its report shows them (`REPORT_ORDER`, then by
+    name), read `STREAM_ROWS` at a time, so that writing the report of a build of any size
+    holds a few hundred of them, not all."""
+    order = case(
+        {status: index for index, status in enumerate(REPORT_ORDER)}, value=snapshots.c.status
+    )
+    query = _snapshots_query(build_id).order_by(order, snapshots.c.name)
+    rows = conn.execution_options(yield_per=STREAM_ROWS).execute(query)
+    for row in rows:
+        yield _snapshot_view(row)
+
+
+def baseline_builds(conn: Connection, build_id: int) -> tuple[int, ...]:
+    """The builds build `build_id`'s baselines came from, oldest first (`BuildView`'s, read
+    without its snapshots)."""
     baseline = snapshots.alias("baseline")
-    rows = conn.execute(
-        select(
-            snapshots,
-            baseline.c.image_path.label("baseline_image"),
-            baseline.c.build_id.label("baseline_build_id"),
-        )
+    found = conn.execute(
+        select(baseline.c.build_id)
+        .distinct()
+        .join(snapshots, snapshots.c.baseline_id == baseline.c.id)
+        .where(snapshots.c.build_id == build_id)
+        .order_by(baseline.c.build_id)
+    ).scalars()
+    return tuple(found)
+
+
+def _snapshots_query(build_id: int) -> Select[Any]:
+    """A build's snapshots, a column per field of `SnapshotView`, in the fields' order."""
+    baseline = snapshots.alias("baseline")
+    joined = {"baseline_image": baseline.c.image_path, "baseline_build_id": baseline.c.build_id}
+    columns = [
+        joined[name].label(name) if name in joined else snapshots.c[name] for name in _FIELDS
+    ]
+    return (
+        select(*columns)
         .outerjoin(baseline, baseline.c.id == snapshots.c.baseline_id)
         .where(snapshots.c.build_id == build_id)
-        .order_by(snapshots.c.name)
     )
-    return tuple(
-        SnapshotView(
-            id=m["id"],
-            name=m["name"],
-            status=m["status"],
-            image_path=m["image_path"],
-            image_sha256=m["image_sha256"],
-            width=m["width"],
-            height=m["height"],
-            baseline_id=m["baseline_id"],
-            baseline_image=m["baseline_image"],
-            baseline_build_id=m["baseline_build_id"],
-            metric=m["metric"],
-            threshold=m["threshold"],
-            flat_threshold=m["flat_threshold"],
-            count_aa=m["count_aa"],
-            diff_pixels=m["diff_pixels"],
-            diff_ratio=m["diff_ratio"],
-            diff_path=m["diff_path"],
-            diff_box=tuple(m["diff_box"]) if m["diff_box"] else None,
-            error=m["error"],
-            story_id=m["story_id"],
-            title=m["title"],
-            story=m["story"],
-            mode=m["mode"],
-            settled=m["settled"],
-        )
-        for m in (row._mapping for row in rows)
-    )
+
+
+_FIELDS = [field.name for field in fields(SnapshotView)]
+#: Where `diff_box` sits among them (a JSON list in the row, a tuple in the view).
+_BOX = _FIELDS.index("diff_box")
+
+
+def _snapshot_view(row: Row[Any]) -> SnapshotView:
+    """One row of `_snapshots_query`: its columns are the view's fields, in order, so that a
+    build of thousands of snapshots is read without a lookup by name per field."""
+    values = list(row)
+    box = values[_BOX]
+    values[_BOX] = tuple(box) if box else None
+    return SnapshotView(*values)
 
 
 def format_build(view: BuildView, artifacts: Path) -> str:

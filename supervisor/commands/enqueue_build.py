@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from supervisor.builds.projects import ProjectError
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import (
+    SNAPSHOTS_PER_SHARD,
     QueuedBuild,
     UploadError,
     check_request,
@@ -43,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shards",
         type=int,
-        help="capture jobs to split the build into (default: 1 for images; for a Storybook, "
-        "one per 20 snapshots)",
+        help="capture jobs to split the build into (default: one per "
+        f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, one per 20 snapshots)",
     )
     parser.add_argument("--commit", help="commit SHA the build was made at")
     parser.add_argument(
@@ -75,7 +76,7 @@ def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
             project=args.project,
             branch=args.branch,
             images=images,
-            shards=args.shards or 1,
+            shards=args.shards,
             commit=args.commit,
         )
 

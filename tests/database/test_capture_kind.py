@@ -303,6 +303,44 @@ def test_a_result_with_a_bad_status_is_refused(
         settle(engine, job, result, artifacts)
 
 
+def _duplicate_first(items: list[dict[str, Any]]) -> None:
+    items[1] = dict(items[0])
+
+
+@pytest.mark.parametrize(
+    ("spoil", "reason"),
+    [
+        (lambda items: items[0].pop("error"), "lacks or adds fields"),
+        (lambda items: items[0].update(extra=1), "lacks or adds fields"),
+        (lambda items: items.pop(), "do not match the job's snapshots"),
+        (_duplicate_first, "do not match the job's snapshots"),
+        (lambda items: items[0].update(name="z"), "do not match the job's snapshots"),
+        (lambda items: items[0].update(name=["a"]), "do not match the job's snapshots"),
+        (lambda items: items[0].update(width=-1), "malformed result"),
+        (lambda items: items[0].update(height=True), "malformed result"),
+        (lambda items: items[0].update(baseline_id=1.5), "malformed result"),
+        (lambda items: items[0].update(diff_ratio="0"), "malformed result"),
+        (lambda items: items[0].update(threshold=False), "malformed result"),
+        (lambda items: items[0].update(metric=1), "malformed result"),
+        (lambda items: items[0].update(count_aa=0), "malformed result"),
+        (lambda items: items[0].update(diff_box=[0, 0, 0, 1]), "malformed result"),
+        (lambda items: items[0].update(diff_box=[0, 0, 1]), "malformed result"),
+        (lambda items: items[0].update(error=b"bytes"), "malformed result"),
+    ],
+)
+def test_each_field_of_a_result_is_checked_before_anything_is_written(
+    engine: Engine, artifacts: Path, tmp_path: Path, spoil: Any, reason: str
+) -> None:
+    upload(engine, artifacts, screens(tmp_path / "s", a=BUTTON, b=MOVED))
+    (job,) = claim(engine)
+    result = capture.run(prepare(engine, job, artifacts), lambda _: None)
+    spoil(result["snapshots"])
+    with pytest.raises(capture_kind.ResultError, match=reason):
+        settle(engine, job, result, artifacts)
+    assert rows(engine, snapshots) == []
+    assert rows(engine, jobs)[0]["status"] == "running"
+
+
 # two shards ending at the same moment
 
 

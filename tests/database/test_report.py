@@ -22,6 +22,7 @@ from structlog.testing import capture_logs
 
 from child.capture import shard as capture
 from ipc.messages import Done
+from supervisor.builds import view as view_module
 from supervisor.builds.registry import registered_kinds
 from supervisor.builds.report import publish_report, render_report
 from supervisor.builds.report.crop import MAX_ZOOM, crop_of
@@ -413,6 +414,27 @@ def test_the_written_report_links_only_to_files_beside_it(engine: Engine, tmp_pa
         assert target.is_relative_to(artifacts.resolve()), url
     assert f"build-{queued.build_id - 1}.html" in links.urls  # the baseline build's report
     assert links.statuses == ["changed", "failed", "unchanged"]
+
+
+def test_the_written_report_is_the_page_of_the_whole_build_read_at_once(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host writes the page as the snapshots stream from the database, a few rows at a
+    time; it is the page `render_report` makes of the build read whole."""
+    monkeypatch.setattr(view_module, "STREAM_ROWS", 2)
+    artifacts = tmp_path / "artifacts"
+    for name in "abcdefg":
+        write_png(tmp_path / "v1" / f"{name}.png", marks=BUTTON)
+    for name in "abcdefgh":
+        write_png(tmp_path / "v2" / f"{name}.png", marks=MOVED if name in "bf" else BUTTON)
+    (tmp_path / "v2/c.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    run_build(engine, artifacts, tmp_path / "v1")
+    queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature", shards=3)
+    with engine.connect() as conn:
+        whole = load_build(conn, queued.build_id)
+    assert whole is not None and whole.report_path is not None
+    assert (artifacts / whole.report_path).read_text() == render_report(whole)
+    assert [whole.counts[s] for s in ("changed", "failed", "new", "unchanged")] == [2, 1, 1, 4]
 
 
 def test_no_report_is_written_for_an_unknown_or_unfinished_build(

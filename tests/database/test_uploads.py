@@ -327,6 +327,21 @@ def fake_images(count: int) -> list[uploads.StoredImage]:
     return [uploads.StoredImage(f"s{n:06d}", "images/00/x.png", "0" * 64) for n in range(count)]
 
 
+@pytest.mark.parametrize(
+    ("snapshots", "shards"), [(1, 1), (500, 1), (501, 2), (1000, 2), (10_000, 20), (10_001, 21)]
+)
+def test_an_upload_naming_no_number_of_shards_gets_one_per_500_snapshots(
+    engine: Engine, snapshots: int, shards: int
+) -> None:
+    with transaction(engine) as conn:
+        queued = uploads.enqueue_build(
+            conn, project="web", branch="main", images=fake_images(snapshots)
+        )
+    assert len(queued.shard_ids) == shards
+    sizes = [len(job["data"]["snapshots"]) for job in table(engine, jobs)]
+    assert sum(sizes) == snapshots and max(sizes) - min(sizes) <= 1
+
+
 def test_more_shards_than_asked_when_a_shard_would_hold_too_many() -> None:
     runs = uploads.split_evenly(fake_images(10), 2, max_per_shard=3)
     assert [len(run) for run in runs] == [3, 3, 2, 2]
@@ -365,7 +380,7 @@ def test_a_full_shard_of_the_longest_names_fits_in_a_frame_both_ways(
     images = [uploads.StoredImage(name, stored.image, stored.sha256) for name in names]
     for branch in ("main", "feature"):
         with transaction(engine) as conn:
-            uploads.enqueue_build(conn, project="web", branch=branch, images=images)
+            uploads.enqueue_build(conn, project="web", branch=branch, images=images, shards=1)
         (job,) = claim(engine)
         payload = prepare(engine, job, artifacts)
         run = encode(Run(job.id, job.kind, job.attempt, payload))

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from child.capture import shard as capture
-from child.capture.paths import UnsafePath, resolve_under
+from child.capture.header import png_size
+from child.capture.paths import ArtifactsRoot, UnsafePath, resolve_under
+from child.diff.compare import ImageError
 from supervisor.commands.demo_images import _chunk
 from tests.capture_helpers import write_png
 
@@ -45,7 +49,11 @@ def shot(root: Path, name: str, image: Path | str, baseline: Path | str | None =
     return entry
 
 
-def run(root: Path, shots: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def run(
+    root: Path, shots: list[Any], clock: Callable[[], float] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The shard's results and its progress reports; by default a second passes per look at
+    the clock, so that every snapshot is reported."""
     progress: list[dict[str, Any]] = []
     payload = {
         "artifacts": str(root),
@@ -55,7 +63,7 @@ def run(root: Path, shots: list[Any]) -> tuple[list[dict[str, Any]], list[dict[s
         "options": OPTIONS,
         "snapshots": shots,
     }
-    result = capture.run(payload, progress.append)
+    result = capture.run(payload, progress.append, clock or itertools.count().__next__)
     return result["snapshots"], progress
 
 
@@ -134,13 +142,25 @@ def test_same_pixels_in_other_bytes_is_unchanged_and_writes_no_diff(root: Path) 
     assert not (root / "diffs/3").exists() or not any((root / "diffs/3").iterdir())
 
 
-def test_progress_is_reported_after_each_snapshot(root: Path) -> None:
+def test_progress_is_reported_after_each_snapshot_that_ends_a_slow_stretch(root: Path) -> None:
     shots = [
         shot(root, f"s{n}", write_png(root / f"images/{n}.png", marks=BUTTON)) for n in range(3)
     ]
     results, progress = run(root, shots)
     assert [r["name"] for r in results] == ["s0", "s1", "s2"]
     assert progress == [{"done": n, "total": 3} for n in (1, 2, 3)]
+
+
+def test_snapshots_settled_in_quick_succession_share_one_progress_report(root: Path) -> None:
+    image = write_png(root / "images/a.png", marks=BUTTON)
+    shots = [shot(root, f"s{n}", image, image) for n in range(7)]
+    # A third of the report interval passes per snapshot: every third is reported.
+    ticks = itertools.count(step=capture.PROGRESS_SECONDS / 3 + 1e-9)
+    results, progress = run(root, shots, clock=ticks.__next__)
+    assert [r["status"] for r in results] == ["unchanged"] * 7
+    assert progress == [{"done": n, "total": 7} for n in (3, 6)]
+    _, none = run(root, shots, clock=lambda: 0.0)
+    assert none == []
 
 
 @pytest.mark.parametrize(
@@ -226,3 +246,74 @@ def test_resolve_under_returns_the_real_path_inside_the_root(root: Path) -> None
     assert resolve_under(root, "images/a.png") == image.resolve()
     with pytest.raises(UnsafePath, match="empty path"):
         resolve_under(root, "")
+
+
+def test_an_unchanged_snapshot_takes_its_size_from_its_png_header(root: Path) -> None:
+    image = write_png(root / "images/a.png", size=(40, 30), marks=BUTTON)
+    assert png_size(image, max_pixels=10**9) == (40, 30)
+    entry = shot(root, "button", image, image)
+    (result,), _ = run(root, [entry])
+    assert (result["status"], result["width"], result["height"]) == ("unchanged", 40, 30)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"", "shorter than its header"),
+        (b"<html>not a PNG, but long enough to hold a header</html>", "no PNG header"),
+    ],
+    ids=["empty", "not-a-png"],
+)
+def test_an_unchanged_snapshot_whose_file_is_no_png_fails(
+    root: Path, content: bytes, reason: str
+) -> None:
+    """Its bytes are its baseline's, so this means the stored file was damaged since."""
+    image = root / "images/a.png"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(content)
+    entry = shot(root, "button", image, image)
+    (result,), _ = run(root, [entry])
+    assert result["status"] == "failed"
+    assert reason in result["error"]
+
+
+def test_an_unchanged_snapshot_above_the_pixel_limit_fails(root: Path) -> None:
+    image = write_png(root / "images/a.png", size=(40, 30))
+    with pytest.raises(ImageError, match="40x30 is 1200 pixels, above the limit of 1000"):
+        png_size(image, max_pixels=1000)
+
+
+def test_an_unchanged_snapshot_whose_file_is_gone_fails_alone(root: Path) -> None:
+    image = write_png(root / "images/a.png", marks=BUTTON)
+    kept = write_png(root / "images/b.png", marks=MOVED_BUTTON)
+    gone, there = shot(root, "gone", image, image), shot(root, "there", kept, kept)
+    image.unlink()
+    results, progress = run(root, [gone, there])
+    assert [r["status"] for r in results] == ["failed", "unchanged"]
+    assert "No such file" in results[0]["error"]
+    assert len(progress) == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("\\\\server\\share\\x.png", "absolute paths are refused"),
+        ("C:\\x.png", "absolute paths are refused"),
+        ("images\\..\\..\\outside.png", "'..' is refused"),
+    ],
+)
+def test_windows_paths_leaving_the_root_are_refused(root: Path, path: str, reason: str) -> None:
+    with pytest.raises(UnsafePath, match=reason):
+        ArtifactsRoot(root).resolve(path)
+
+
+def test_a_root_that_is_a_link_resolves_paths_inside_its_target(root: Path) -> None:
+    image = write_png(root / "images/a.png")
+    alias = root.parent / "alias"
+    alias.symlink_to(root)
+    assert ArtifactsRoot(alias).resolve("images/a.png") == image.resolve()
+    assert ArtifactsRoot(alias).resolve(".") == root.resolve()
+    (root / "up").symlink_to(root.parent)
+    assert ArtifactsRoot(alias).resolve("up/alias/images/a.png") == image.resolve()
+    with pytest.raises(UnsafePath, match="links outside"):
+        ArtifactsRoot(alias).resolve("up/outside.png")

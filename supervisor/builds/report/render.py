@@ -10,6 +10,9 @@ toolbar under it stays in view with the filter and the keys.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from html import escape
@@ -17,10 +20,10 @@ from importlib import resources
 
 from supervisor.builds.report.paths import report_link
 from supervisor.builds.report.snapshot import snapshot_section
-from supervisor.builds.view import BuildView, SnapshotView
+from supervisor.builds.view import REPORT_ORDER, BuildView, SnapshotView
 
 #: The order groups appear in: what needs a look first.
-STATUS_ORDER = ("changed", "failed", "new", "unchanged")
+STATUS_ORDER = REPORT_ORDER
 KEYS = (
     "<kbd>j</kbd> or <kbd>&rarr;</kbd> next snapshot, <kbd>k</kbd> or <kbd>&larr;</kbd> previous"
     " (among those the filter shows); <kbd>o</kbd> overlay, <kbd>b</kbd> blink (of the current"
@@ -34,20 +37,46 @@ def asset(name: str) -> str:
     return resources.files("supervisor.builds.report").joinpath(name).read_text(encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class Listing:
+    """What the page lists, apart from the build's own facts: its snapshots in report order
+    (`STATUS_ORDER`, then by name), how many of each status, and the builds their baselines
+    came from. An iterator of snapshots lets a build of any size be written a few at a time."""
+
+    snapshots: Iterable[SnapshotView]
+    counts: Mapping[str, int]
+    baseline_builds: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
 def render_report(view: BuildView) -> str:
     """The report page of `view`, with links relative to the reports folder."""
-    title = f"Build {view.id}: {view.project} @ {view.branch}"
     ordered = sorted(view.snapshots, key=lambda s: (STATUS_ORDER.index(s.status), s.name))
-    return "\n".join(
+    counts = Counter(s.status for s in ordered)
+    return "".join(report_parts(view, Listing(ordered, counts, view.baseline_builds)))
+
+
+def report_parts(view: BuildView, listing: Listing) -> Iterator[str]:
+    """The report page of `view` listing `listing`, in pieces to write one after another."""
+    title = f"Build {view.id}: {view.project} @ {view.branch}"
+    yield "\n".join(
         [
             "<!doctype html>",
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head><body>",
-            _header(view, title),
-            _toolbar(view),
+            _header(view, title, listing),
+            _toolbar(listing),
             "<main>",
-            *_groups(ordered),
+        ]
+    )
+    yield from _groups(listing)
+    yield "\n".join(
+        [
+            "",
             "</main>",
             '<dialog class="zoom" aria-label="zoomed image"><div class="zoom-frame">'
             '<img alt=""></div><p class="zoom-caption"></p></dialog>',
@@ -57,17 +86,17 @@ def render_report(view: BuildView) -> str:
     )
 
 
-def _header(view: BuildView, title: str) -> str:
+def _header(view: BuildView, title: str, listing: Listing) -> str:
     status = escape(view.status)
     facts = [
         ("project", escape(view.project)),
         ("branch", escape(view.branch)),
         ("commit", f"<code>{escape(view.commit)}</code>" if view.commit else "-"),
         ("source", escape(view.source)),
-        ("snapshots", _counts(view)),
+        ("snapshots", _counts(listing)),
         ("created", f"{_time(view.created_at)} UTC"),
         ("finished", _finished(view)),
-        ("baselines", _baselines(view)),
+        ("baselines", _baselines(listing.baseline_builds)),
     ]
     rows = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
     return (
@@ -76,9 +105,9 @@ def _header(view: BuildView, title: str) -> str:
     )
 
 
-def _counts(view: BuildView) -> str:
-    counts = ", ".join(f"{view.counts.get(status, 0)} {status}" for status in STATUS_ORDER)
-    return f"{len(view.snapshots)} ({counts})"
+def _counts(listing: Listing) -> str:
+    counts = ", ".join(f"{listing.counts.get(status, 0)} {status}" for status in STATUS_ORDER)
+    return f"{listing.total} ({counts})"
 
 
 def _time(moment: datetime) -> str:
@@ -102,13 +131,12 @@ def _duration(seconds: float) -> str:
     return f"{minutes // 60} h {minutes % 60} min"
 
 
-def _baselines(view: BuildView) -> str:
+def _baselines(builds: tuple[int, ...]) -> str:
     """The builds the baselines came from, each a link to its report beside this one."""
-    if not view.baseline_builds:
+    if not builds:
         return "none: every snapshot is new"
     links = ", ".join(
-        f'<a href="{report_link(build_id)}">build {build_id}</a>'
-        for build_id in view.baseline_builds
+        f'<a href="{report_link(build_id)}">build {build_id}</a>' for build_id in builds
     )
     return f"from {links}"
 
@@ -139,9 +167,9 @@ def _plural(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
 
 
-def _toolbar(view: BuildView) -> str:
+def _toolbar(listing: Listing) -> str:
     """The filter by status, with counts, and the keys: in view while the page scrolls."""
-    choices = [("all", len(view.snapshots))] + [(s, view.counts.get(s, 0)) for s in STATUS_ORDER]
+    choices = [("all", listing.total)] + [(s, listing.counts.get(s, 0)) for s in STATUS_ORDER]
     buttons = "".join(
         f'<button type="button" data-show="{status}" aria-pressed="{str(status == "all").lower()}">'
         f"{status} ({count})</button>"
@@ -153,23 +181,28 @@ def _toolbar(view: BuildView) -> str:
     )
 
 
-def _groups(ordered: list[SnapshotView]) -> list[str]:
-    """A group per status present, in `STATUS_ORDER`; the unchanged group can load all its
-    images at once."""
-    groups = []
-    for status in STATUS_ORDER:
-        members = [(index, s) for index, s in enumerate(ordered) if s.status == status]
-        if not members:
-            continue
-        more = (
-            ' <button type="button" class="show-all">show all images</button>'
-            if status == "unchanged"
-            else ""
-        )
-        sections = "".join(snapshot_section(s, f"s{index}") for index, s in members)
-        groups.append(
-            f'<div class="group" data-group="{status}">'
-            f'<h2>{status} <span class="meta">({len(members)})</span>{more}</h2>'
-            f"{sections}</div>"
-        )
-    return groups
+def _groups(listing: Listing) -> Iterator[str]:
+    """A group per status present, in `STATUS_ORDER` (as the snapshots come); the unchanged
+    group can load all its images at once."""
+    status = None
+    for index, snapshot in enumerate(listing.snapshots):
+        if snapshot.status != status:
+            if status is not None:
+                yield "</div>"
+            status = snapshot.status
+            yield _group_heading(status, listing.counts.get(status, 0))
+        yield snapshot_section(snapshot, f"s{index}")
+    if status is not None:
+        yield "</div>"
+
+
+def _group_heading(status: str, count: int) -> str:
+    more = (
+        ' <button type="button" class="show-all">show all images</button>'
+        if status == "unchanged"
+        else ""
+    )
+    return (
+        f'\n<div class="group" data-group="{status}">'
+        f'<h2>{status} <span class="meta">({count})</span>{more}</h2>'
+    )

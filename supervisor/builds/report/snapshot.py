@@ -14,8 +14,8 @@ titles from the Storybook.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from html import escape
-from typing import Any
 
 from supervisor.builds.report.crop import Crop, crop_of
 from supervisor.builds.report.paths import artifact_link, report_link
@@ -64,10 +64,13 @@ def _facts(snapshot: SnapshotView) -> str:
     if snapshot.diff_pixels:
         facts.append(_changed(snapshot.diff_pixels, snapshot.diff_ratio or 0.0))
     if snapshot.baseline_build_id is not None:
-        link = report_link(snapshot.baseline_build_id)
-        facts.append(f'baseline from <a href="{link}">build {snapshot.baseline_build_id}</a>')
-    if snapshot.settings is not None:
-        facts.append(_settings(snapshot.settings))
+        facts.append(_baseline_from(snapshot.baseline_build_id))
+    if snapshot.metric is not None:
+        facts.append(
+            _settings(
+                snapshot.metric, snapshot.threshold, snapshot.flat_threshold, snapshot.count_aa
+            )
+        )
     if snapshot.width is not None and snapshot.height is not None:
         facts.append(f"{snapshot.width}x{snapshot.height}")
     items = "".join(f"<li>{fact}</li>" for fact in facts)
@@ -82,17 +85,29 @@ def _changed(pixels: int, ratio: float) -> str:
     return f"{pixels} pixel{'s' if pixels != 1 else ''} changed ({share} %)"
 
 
-def _settings(settings: dict[str, Any]) -> str:
+@lru_cache(maxsize=256)
+def _baseline_from(build_id: int) -> str:
+    """Where the baseline came from: the same few builds for thousands of snapshots, so made
+    once each."""
+    return f'baseline from <a href="{report_link(build_id)}">build {build_id}</a>'
+
+
+@lru_cache(maxsize=256)
+def _settings(
+    metric: str, threshold: float | None, flat_threshold: float | None, count_aa: bool | None
+) -> str:
     """The comparison's settings in words: a threshold means little without its metric, and the
-    flat-area pass may be off."""
-    flat = settings["flat_threshold"]
+    flat-area pass may be off. A build's snapshots share a few sets of settings, so each is
+    worded once."""
     parts = [
-        f"metric {escape(str(settings['metric']))}",
-        f"threshold {_number(settings['threshold'])}",
-        "flat-area pass off" if flat is None else f"flat-area threshold {_number(flat)}",
+        f"metric {escape(str(metric))}",
+        f"threshold {_number(threshold)}",
+        "flat-area pass off"
+        if flat_threshold is None
+        else f"flat-area threshold {_number(flat_threshold)}",
     ]
-    if settings["count_aa"] is not None:
-        parts.append("anti-aliasing " + ("counted" if settings["count_aa"] else "ignored"))
+    if count_aa is not None:
+        parts.append("anti-aliasing " + ("counted" if count_aa else "ignored"))
     return "compared with " + ", ".join(parts)
 
 

@@ -1,0 +1,90 @@
+"""A shard's snapshot rows, written in bulk: the one statement of a capture job's results.
+
+A byte-identical snapshot costs its child some tens of microseconds, so its row must cost the
+host no more. SQLAlchemy's `execute(insert(...), rows)` processes every row's parameters in
+Python, and on PostgreSQL psycopg then runs one INSERT per row (60-90 µs a row measured here,
+foreign-key checks included); `COPY ... FROM STDIN` takes the whole shard as one stream (20-40
+µs). On SQLite, one prepared INSERT run over the rows by the driver (`executemany`) is about
+10 µs a row, half of what the same through SQLAlchemy's parameter processing takes.
+
+Both run on the connection of the caller's transaction, so the rows commit with the job's
+acknowledgement or not at all; a driver error is raised as SQLAlchemy's `DBAPIError`, so that a
+lost connection is told apart from a refused row here as everywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from operator import itemgetter
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from supervisor.db.tables import snapshots
+
+#: The columns a snapshot's row gives, in the order its values are sent (`id` is the database's).
+COLUMNS: tuple[str, ...] = tuple(column.name for column in snapshots.columns if column.name != "id")
+#: The JSON column, the one value a driver cannot take as Python gives it.
+JSON_COLUMN = COLUMNS.index("diff_box")
+_values = itemgetter(*COLUMNS)
+
+
+def insert_snapshots(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert `rows` (each a value for every one of `COLUMNS`) into `snapshots`."""
+    if not rows:
+        return
+    if conn.dialect.name == "postgresql":
+        _copy(conn, rows)
+    else:
+        _executemany(conn, rows)
+
+
+def _copy(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    statement = f"COPY snapshots ({', '.join(COLUMNS)}) FROM STDIN"
+    raw = conn.connection.driver_connection
+    assert raw is not None, "a connection in a transaction has its driver's connection"
+    with (
+        _as_sqlalchemy_error(conn, statement),
+        raw.cursor() as cursor,
+        cursor.copy(statement) as copy,
+    ):
+        for row in rows:
+            values = list(_values(row))
+            if values[JSON_COLUMN] is not None:
+                values[JSON_COLUMN] = Jsonb(values[JSON_COLUMN])
+            copy.write_row(values)
+
+
+def _executemany(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+    marks = ", ".join("?" for _ in COLUMNS)
+    statement = f"INSERT INTO snapshots ({', '.join(COLUMNS)}) VALUES ({marks})"
+    values = [_values(row) for row in rows]
+    for index, row in enumerate(rows):
+        # The JSON column as its text, as SQLAlchemy's JSON type stores it; most rows have none.
+        if (box := row["diff_box"]) is not None:
+            value = list(values[index])
+            value[JSON_COLUMN] = json.dumps(box)
+            values[index] = tuple(value)
+    conn.exec_driver_sql(statement, values)
+
+
+@contextmanager
+def _as_sqlalchemy_error(conn: Connection, statement: str) -> Iterator[None]:
+    """A driver error raised inside as the `DBAPIError` SQLAlchemy would have raised."""
+    driver_error = conn.dialect.loaded_dbapi.Error
+    try:
+        yield
+    except driver_error as error:
+        lost = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, None)
+        raise DBAPIError.instance(
+            statement,
+            None,
+            error,
+            driver_error,
+            connection_invalidated=lost,
+            dialect=conn.dialect,
+        ) from error
