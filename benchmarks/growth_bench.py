@@ -37,10 +37,12 @@ What is measured:
    partial index, or a SEARCH on no index) is flagged. The last probe is not the queue's: it is
    the rewrite of `queue.open_job_count` this benchmark proposes, shown beside the original.
 4. With `--trace-jobs N`: a PostgreSQL host started through `traced_host` (this module), which
-   turns tracemalloc on in the parent only (`STORYSHELF_GROWTH_TRACE` names the folder its
-   snapshots go to; forks stop tracing) and takes a snapshot on SIGUSR1. Snapshots are taken
-   after the first chunk and after N jobs, and their difference is printed by line, with
-   the growth in live objects by type (from `gc.get_objects()`).
+   turns tracemalloc on in the parent only when first signalled, after the first chunk (the
+   warm-up runs untraced, at full speed; forks stop tracing), and on each SIGUSR1 writes the
+   count of live objects by type (`gc.get_objects()`) and, once tracing, a snapshot into the
+   folder `STORYSHELF_GROWTH_TRACE` names. Readings after the first chunk, halfway and after
+   N jobs: what the second half left allocated is printed by line, with the objects by type.
+   Tracing slows the parent several times over, so N is best kept to some 10,000.
 
 The machine is shared and noisy: memory figures are readings, not rates, and repeat well;
 times are medians.
@@ -146,30 +148,34 @@ def progress(message: str) -> None:
 
 
 def traced_host() -> None:
-    """`python -m supervisor` with tracemalloc on in this process only; SIGUSR1 writes a snapshot.
+    """`python -m supervisor` whose parent can be traced: each SIGUSR1 takes a reading.
 
     Run as `python -c "from benchmarks.growth_bench import traced_host; traced_host()" run ...`
-    with `STORYSHELF_GROWTH_TRACE` naming a folder. Forked processes (the fork server, and so
-    every child) stop tracing at once: only the parent is measured. Each snapshot is taken after
-    a full collection, beside the count of live objects by type, and appears in the folder
-    whole (written, then renamed) as `snapshot-N.pickle` and `objects-N.json`.
+    with `STORYSHELF_GROWTH_TRACE` naming a folder. The first signal turns tracemalloc on (after
+    the warm-up, which then runs at full speed), and every signal writes, after a full
+    collection, the count of live objects by type (`objects-N.json`) and, once tracing, a
+    snapshot (`snapshot-N.pickle`), each appearing whole (written, then renamed). Only this
+    process is traced: a process forked from it stops tracing at once.
     """
     folder = Path(os.environ[TRACE_VARIABLE])
-    tracemalloc.start(TRACE_FRAMES)
     os.register_at_fork(after_in_child=tracemalloc.stop)
     numbers = itertools.count(1)
+
+    def write(path: Path, save: Callable[[Path], object]) -> None:
+        partial = path.with_suffix(".tmp")
+        save(partial)
+        partial.rename(path)
 
     def take(_signal: int, _frame: FrameType | None) -> None:
         number = next(numbers)
         gc.collect()
-        snapshot = tracemalloc.take_snapshot()
+        if tracemalloc.is_tracing():
+            snapshot = tracemalloc.take_snapshot()
+            write(folder / f"snapshot-{number}.pickle", lambda path: snapshot.dump(str(path)))
         kinds = Counter(type(thing).__qualname__ for thing in gc.get_objects())
-        objects = folder / f"objects-{number}.json"
-        objects.with_suffix(".tmp").write_text(json.dumps(kinds))
-        objects.with_suffix(".tmp").rename(objects)
-        pickled = folder / f"snapshot-{number}.pickle"
-        snapshot.dump(str(pickled.with_suffix(".tmp")))
-        pickled.with_suffix(".tmp").rename(pickled)
+        write(folder / f"objects-{number}.json", lambda path: path.write_text(json.dumps(kinds)))
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(TRACE_FRAMES)
 
     signal.signal(signal.SIGUSR1, take)
     sys.argv = ["supervisor", *sys.argv[1:]]
@@ -802,33 +808,41 @@ def report_plans(name: str, engine: Engine, finished: int) -> list[tuple[str, st
 
 
 def trace_parent(url: str, engine: Engine, workdir: Path, total: int, every: int) -> None:
-    """Snapshots of a traced parent after its first chunk and after `total` jobs, diffed."""
+    """Where the parent's memory goes: tracing from the first chunk on, readings halfway and at
+    `total` jobs; what the second half added is printed by line, and objects by type."""
     progress(f"traced parent: {total:,} jobs")
     folder = workdir / "trace"
     folder.mkdir()
     empty_jobs(engine)
     host = Host(url, workdir, trace_folder=folder)
+    readings = itertools.count(1)
 
-    def snapshot(number: int) -> tuple[tracemalloc.Snapshot, Counter[str]]:
+    def reading() -> tuple[Path, Counter[str]]:
+        number = next(readings)
         time.sleep(SETTLE_SECONDS)
         host.process.send_signal(signal.SIGUSR1)
-        pickled = folder / f"snapshot-{number}.pickle"
-        host.wait(pickled.exists, 120, f"snapshot {number}")
-        objects = json.loads((folder / f"objects-{number}.json").read_text())
-        return tracemalloc.Snapshot.load(str(pickled)), Counter(objects)
+        objects = folder / f"objects-{number}.json"
+        host.wait(objects.exists, 120, f"reading {number}")
+        return folder / f"snapshot-{number}.pickle", Counter(json.loads(objects.read_text()))
 
-    try:
-        host.wait_for_event("image engine loaded")
-        feed(engine, every, 0)
-        host.wait_completed(every)
-        first, first_objects = snapshot(1)
-        done = every
-        while done < total:
-            chunk = min(every, total - done)
+    def run_to(count: int, done: int) -> int:
+        while done < count:
+            chunk = min(every, count - done)
             feed(engine, chunk, done)
             done += chunk
             host.wait_completed(done)
-        last, last_objects = snapshot(2)
+            progress(f"  {done:,} jobs")
+        return done
+
+    try:
+        host.wait_for_event("image engine loaded")
+        done = run_to(every, 0)
+        _, start_objects = reading()
+        halfway = every + (total - every) // 2
+        done = run_to(halfway, done)
+        middle, middle_objects = reading()
+        done = run_to(total, done)
+        end, end_objects = reading()
     finally:
         host.stop()
     ignore = [
@@ -836,15 +850,14 @@ def trace_parent(url: str, engine: Engine, workdir: Path, total: int, every: int
         tracemalloc.Filter(False, "<frozen importlib._bootstrap>"),
         tracemalloc.Filter(False, "<frozen importlib._bootstrap_external>"),
     ]
-    first, last = first.filter_traces(ignore), last.filter_traces(ignore)
+    first = tracemalloc.Snapshot.load(str(middle)).filter_traces(ignore)
+    last = tracemalloc.Snapshot.load(str(end)).filter_traces(ignore)
     grown = last.compare_to(first, "lineno")
-    traced = sum(s.size for s in last.statistics("filename")) - sum(
-        s.size for s in first.statistics("filename")
-    )
+    size = sum(stat.size for stat in last.statistics("filename"))
     print_table(
-        f"4. The traced parent from {every:,} to {done:,} jobs: traced memory "
-        f"{traced / MIB:+.3f} MiB; the lines whose allocations grew most",
-        ["allocated at", "KiB now", "KiB change", "blocks change"],
+        f"4. The traced parent (tracing from {every:,} jobs): what is still allocated at "
+        f"{halfway:,} and at {done:,} jobs, by line ({size / MIB:.3f} MiB traced at the end)",
+        ["allocated at", f"KiB at {done:,}", "KiB change", "blocks change"],
         [
             [
                 str(stat.traceback[0]),
@@ -855,22 +868,26 @@ def trace_parent(url: str, engine: Engine, workdir: Path, total: int, every: int
             for stat in grown[:15]
         ],
     )
-    trace = last.compare_to(first, "traceback")
+    traces = last.compare_to(first, "traceback")
     for stat in grown[:3]:
         if stat.size_diff <= 0:
             break
-        print(f"\n   {stat.size_diff / 1024:+.1f} KiB, allocated through:")
         # Tracebacks run oldest frame first; a "lineno" statistic holds the most recent one.
-        match = next((t for t in trace if t.traceback[-1] == stat.traceback[-1]), None)
+        match = next((t for t in traces if t.traceback[-1] == stat.traceback[-1]), None)
         if match is not None:
+            print(f"\n   {match.size_diff / 1024:+.1f} KiB, the largest growth through:")
             print(
                 "\n".join(f"     {line}" for line in match.traceback.format(most_recent_first=True))
             )
-    changes = Counter({kind: last_objects[kind] - first_objects[kind] for kind in last_objects})
     print_table(
-        "   live objects (gc-tracked) by type, change between the snapshots",
-        ["type", "now", "change"],
-        [[kind, f"{last_objects[kind]:,}", f"{diff:+,}"] for kind, diff in changes.most_common(12)],
+        "   live objects (gc-tracked) by type",
+        ["type", f"at {every:,}", f"at {halfway:,}", f"at {done:,}"],
+        [
+            [kind, f"{start_objects[kind]:,}", f"{middle_objects[kind]:,}", f"{count:,}"]
+            for kind, count in sorted(
+                end_objects.items(), key=lambda item: start_objects[item[0]] - item[1]
+            )[:12]
+        ],
     )
 
 
@@ -896,6 +913,50 @@ def log_host_statements(admin: Engine, on: bool) -> None:
         conn.execution_options(isolation_level="AUTOCOMMIT")
         value = "all" if on else "none"
         conn.exec_driver_sql(f"ALTER ROLE {HOST_ROLE} SET log_statement = '{value}'")
+
+
+def measure_memory(
+    args: argparse.Namespace,
+    server: TemporaryPostgres,
+    admin: Engine,
+    pg: Engine,
+    sqlite: Engine,
+    workdir: Path,
+) -> None:
+    """Sections 1 and 2: the PostgreSQL runs (statements logged in the first), then SQLite's;
+    a run of 0 jobs is left out."""
+    pg_url = host_url(admin, HOST_DATABASE, HOST_ROLE)
+    runs: list[Run] = []
+    if args.jobs:
+        log_host_statements(admin, True)
+        runs.append(
+            run_jobs(
+                "PostgreSQL, children recycled after ~500 jobs (the default)",
+                pg_url, pg, workdir, args.jobs, args.every,
+                counter=StatementCounter(server, admin, pg),
+            )
+        )  # fmt: skip
+        log_host_statements(admin, False)
+        runs.append(
+            run_jobs(
+                "PostgreSQL, the same 2 children throughout",
+                pg_url, pg, workdir, args.jobs, args.every,
+                "--max-jobs-per-child", str(2 * args.jobs),
+            )
+        )  # fmt: skip
+    if args.sqlite_jobs:
+        runs.append(
+            run_jobs(
+                "SQLite, children recycled after ~500 jobs (the default)",
+                str(sqlite.url), sqlite, workdir, args.sqlite_jobs, args.every,
+            )
+        )  # fmt: skip
+    for run in runs:
+        report_memory(run)
+    for run in runs:
+        if run.statements is not None:
+            report_statements(run.statements)
+    sys.stdout.flush()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -932,27 +993,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"Python {platform.python_version()}"
                 )
                 if args.only in (None, "memory"):
-                    log_host_statements(admin, True)
-                    counter = StatementCounter(server, admin, pg)
-                    logged = run_jobs(
-                        "PostgreSQL, children recycled after ~500 jobs (the default)",
-                        pg_url, pg, workdir, args.jobs, args.every, counter=counter,
-                    )  # fmt: skip
-                    log_host_statements(admin, False)
-                    kept = run_jobs(
-                        "PostgreSQL, the same 2 children throughout",
-                        pg_url, pg, workdir, args.jobs, args.every,
-                        "--max-jobs-per-child", str(2 * args.jobs),
-                    )  # fmt: skip
-                    lite = run_jobs(
-                        "SQLite, children recycled after ~500 jobs (the default)",
-                        sqlite_url, sqlite, workdir, args.sqlite_jobs, args.every,
-                    )  # fmt: skip
-                    for run in (logged, kept, lite):
-                        report_memory(run)
-                    if logged.statements is not None:
-                        report_statements(logged.statements)
-                    sys.stdout.flush()
+                    measure_memory(args, server, admin, pg, sqlite, workdir)
                 if args.only in (None, "plans"):
                     report_plans("PostgreSQL", pg, args.rows)
                     report_plans("SQLite", sqlite, args.sqlite_rows)
