@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -60,9 +59,6 @@ MAX_SNAPSHOTS_PER_SHARD = (MAX_FRAME_BYTES - MESSAGE_ENVELOPE_BYTES) // SNAPSHOT
 #: compared snapshots stays a matter of seconds.
 SNAPSHOTS_PER_SHARD = 500
 
-
-#: Images hashed and stored at once (threads: the work is in C, outside Python's lock).
-STORE_THREADS = 4
 
 #: A snapshot as a shard holds it: an uploaded image, or a Storybook plan's snapshot.
 Shot = TypeVar("Shot")
@@ -227,22 +223,18 @@ def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
     Every image is checked before the first is stored, so a refused upload writes nothing. An
     artifacts folder that cannot take them (not a folder, not writable, full) is an
     `UploadError` naming it; what was stored before is content-addressed, for the next upload
-    to reuse. Images are hashed and stored `STORE_THREADS` at a time: hashing and file copies
-    leave Python's lock while they work, and hashing 10,000 screenshots is most of an upload.
+    to reuse.
     """
-    found = find_images(folder)
-    with ThreadPoolExecutor(max_workers=STORE_THREADS) as pool:
-        return list(pool.map(lambda image: _stored(artifacts, image), found))
-
-
-def _stored(artifacts: Path, image: FoundImage) -> StoredImage:
-    try:
-        relative, digest = store_image(artifacts, image.path)
-    except OSError as error:
-        raise UploadError(
-            f"{artifacts}: cannot store {image.path.name} there: {error.strerror or error}"
-        ) from None
-    return StoredImage(image.name, relative, digest)
+    stored = []
+    for name, path in find_images(folder):
+        try:
+            relative, digest = store_image(artifacts, path)
+        except OSError as error:
+            raise UploadError(
+                f"{artifacts}: cannot store {path.name} there: {error.strerror or error}"
+            ) from None
+        stored.append(StoredImage(name, relative, digest))
+    return stored
 
 
 def default_shards(snapshots: int) -> int:
