@@ -15,7 +15,7 @@ What is measured:
    with `--max-jobs-per-child` above N keeps the same two children throughout, so their own
    growth shows too. Growth per 10,000 jobs is the least-squares slope of the parent's RSS over
    the samples from 10,000 jobs on (the first thousands fill caches: compiled statements,
-   imports done on first use, the allocator's arenas).
+   imports done on first use, the allocator's arenas; section 4 shows what keeps growing).
 2. Statements per job, in the first PostgreSQL run. The host connects as a role of its own
    with `log_statement = all` (`ALTER ROLE ... SET`), so the server logs every statement it is
    sent by the host, and only by it: BEGIN and COMMIT, each execution of a prepared statement,
@@ -24,6 +24,10 @@ What is measured:
    them, from the statistics collector over the same span: `xact_commit` of the host's
    database (less the benchmark's own inserts; autovacuum's transactions are included), and
    `pg_stat_user_tables` for `jobs` (sequential and index scans, tuples inserted and updated).
+   auto_explain logs the plan of every statement of the host's role too, and the plans that
+   scanned `jobs` whole are counted by shape, and whether they were generic plans (psycopg
+   prepares a statement on its fifth execution, and PostgreSQL may then plan it once for any
+   values: such a plan cannot use a partial index whose predicate compares with a parameter).
    Logging costs the server time, so jobs/s in that run is below the host's best.
 3. Plans with 1,000,000 finished jobs. `jobs` gets that many completed, failed and cancelled
    rows (one `INSERT ... SELECT generate_series` on PostgreSQL, a recursive CTE on SQLite), a
@@ -333,7 +337,7 @@ def table_stats(engine: Engine) -> dict[str, int]:
 
 @dataclass
 class Run:
-    """One host's run: its memory samples and the span the statements are counted over."""
+    """One host's run: its memory samples and, when they were counted, the statements it sent."""
 
     name: str
     samples: list[Sample] = field(default_factory=list)
@@ -484,6 +488,12 @@ def shape_of(statement: str) -> str:
 #: A statement line of the server's log: `<pid> <role> LOG:  statement: ...` (simple protocol)
 #: or `... LOG:  execute <name>: ...` (extended protocol); its continuation lines start with a tab.
 LOG_STATEMENT = re.compile(rf"^\d+ {HOST_ROLE} LOG:  (?:statement|execute [^:]*): (.*)$")
+#: auto_explain's entry for a statement: this line, then `Query Text: ...` and the plan.
+LOG_PLAN = re.compile(rf"^\d+ {HOST_ROLE} LOG:  duration: .* plan:$")
+#: A parameter in a plan's condition, `((status)::text = ($1)::text)` (the statement's own text
+#: never puts one alone in brackets): a generic plan, made without the values, which then
+#: cannot prove a partial index's predicate.
+GENERIC = re.compile(r"\(\$\d+\)")
 
 
 @dataclass(frozen=True)
@@ -494,6 +504,10 @@ class Statements:
     shapes: Counter[str]
     xact_commit: int
     tables: dict[str, int]
+    #: Plans (auto_explain) that scanned `jobs` whole, by statement shape, and how many of
+    #: those were generic plans.
+    seq_scans: Counter[str]
+    generic_seq_scans: Counter[str]
 
     @property
     def total(self) -> int:
@@ -536,19 +550,30 @@ class StatementCounter:
             log.seek(self._offset)
             lines = log.read(size - self._offset).decode(errors="replace").splitlines()
         shapes: Counter[str] = Counter()
-        current: list[str] | None = None
+        seq_scans: Counter[str] = Counter()
+        generic: Counter[str] = Counter()
+        entry: list[str] | None = None
+        is_plan = False
         for line in [*lines, ""]:
-            if current is not None and line.startswith("\t"):
-                current.append(line[1:])
+            if entry is not None and line.startswith("\t"):
+                entry.append(line[1:])
                 continue
-            if current is not None:
-                shapes[shape_of("\n".join(current))] += 1
-                current = None
+            if entry is not None and not is_plan:
+                shapes[shape_of("\n".join(entry))] += 1
+            elif entry is not None and any("Seq Scan on jobs" in part for part in entry):
+                text_and_plan = "\n".join(entry).removeprefix("Query Text: ")
+                shape = shape_of(text_and_plan)
+                seq_scans[shape] += 1
+                generic[shape] += bool(GENERIC.search(text_and_plan))
+            entry = None
             if match := LOG_STATEMENT.match(line):
-                current = [match.group(1)]
+                entry, is_plan = [match.group(1)], False
+            elif LOG_PLAN.match(line):
+                entry, is_plan = [], True
         delta = {key: after[key] - self._before[key] for key in after}
         # The benchmark's own transactions in that database: one insert per chunk.
-        return Statements(jobs, shapes, delta.pop("xact_commit") - chunks, delta)
+        commits = delta.pop("xact_commit") - chunks
+        return Statements(jobs, shapes, commits, delta, seq_scans, generic)
 
 
 def host_url(admin: Engine, database: str, role: str | None = None) -> str:
@@ -596,6 +621,17 @@ def report_statements(measured: Statements) -> None:
         f"({t['seq_scan']:,} in all), index scans {t['idx_scan'] / n:.4f}, rows inserted "
         f"{t['n_tup_ins'] / n:.4f}, updated {t['n_tup_upd'] / n:.4f} "
         f"(HOT {t['n_tup_hot_upd'] / n:.4f})"
+    )
+    scans = measured.seq_scans
+    print(
+        "   plans that scanned jobs whole (auto_explain): "
+        + (
+            ", ".join(
+                f"{shape} {count:,} ({measured.generic_seq_scans[shape]:,} generic)"
+                for shape, count in scans.most_common()
+            )
+            or "none"
+        )
     )
 
 
@@ -908,11 +944,18 @@ def start_postgres() -> tuple[TemporaryPostgres, Engine]:
 
 
 def log_host_statements(admin: Engine, on: bool) -> None:
-    """Turn the host role's statement logging on or off (for its next connections)."""
+    """Turn the host role's statement logging, and auto_explain's plan of each statement, on or
+    off (for its next connections)."""
+    settings = {
+        "log_statement": "all",
+        "session_preload_libraries": "auto_explain",
+        "auto_explain.log_min_duration": "0",
+    }
     with admin.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT")
-        value = "all" if on else "none"
-        conn.exec_driver_sql(f"ALTER ROLE {HOST_ROLE} SET log_statement = '{value}'")
+        for name, value in settings.items():
+            change = f"SET {name} = '{value}'" if on else f"RESET {name}"
+            conn.exec_driver_sql(f"ALTER ROLE {HOST_ROLE} {change}")
 
 
 def measure_memory(
