@@ -26,6 +26,7 @@ from sqlalchemy import (
     Integer,
     Interval,
     Row,
+    Select,
     String,
     Update,
     and_,
@@ -34,6 +35,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     select,
     text,
     tuple_,
@@ -112,6 +114,18 @@ class Job:
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:
     """Delay before retrying after failed attempt number `attempt` (1-based): base * 2^(n-1), capped."""
     return float(min(cap, base * 2 ** max(attempt - 1, 0)))
+
+
+def _in_state(status: JobStatus) -> ColumnElement[bool]:
+    """`status = 'queued'` with the state written into the SQL rather than bound.
+
+    The partial indexes name their state, and the planner can use one only when it sees the
+    value. A bound state looks the same to a generic plan, which PostgreSQL may keep for a
+    statement psycopg prepared (on its fifth run): one chosen while the table was small read
+    the whole table on every claim until the next ANALYZE (`benchmarks/growth_bench.py`).
+    `status` is one of the closed set `JobStatus`, so it needs no quoting beyond the quotes.
+    """
+    return jobs.c.status == literal_column(f"'{status}'")
 
 
 def _moment(dialect: str, name: str) -> ColumnElement[datetime]:
@@ -194,7 +208,7 @@ def _claim_statement(dialect: str) -> Update:
     expired = (
         select(jobs.c.id)
         .where(
-            jobs.c.status == "running",
+            _in_state("running"),
             jobs.c.lease_expires_at < now,
             jobs.c.attempt < jobs.c.max_attempts,
             jobs.c.cancel_requested.is_(False),
@@ -209,7 +223,7 @@ def _claim_statement(dialect: str) -> Update:
     )
     due = (
         select(jobs.c.id)
-        .where(jobs.c.status == "queued", jobs.c.run_at <= now)
+        .where(_in_state("queued"), jobs.c.run_at <= now)
         .order_by(jobs.c.run_at, jobs.c.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -268,7 +282,7 @@ def claim(
 
 @functools.cache
 def _expire_statements(dialect: str) -> tuple[tuple[JobStatus, str, Update], ...]:
-    expired = and_(jobs.c.status == "running", jobs.c.lease_expires_at < _moment(dialect, "now"))
+    expired = and_(_in_state("running"), jobs.c.lease_expires_at < _moment(dialect, "now"))
     endings: tuple[tuple[JobStatus, str, ColumnElement[bool]], ...] = (
         ("cancelled", CANCELLED_ERROR, jobs.c.cancel_requested.is_(True)),
         ("failed", LEASE_EXHAUSTED_ERROR, jobs.c.attempt >= jobs.c.max_attempts),
@@ -304,7 +318,7 @@ _FENCE = and_(
     jobs.c.id == bindparam("fence_id"),
     jobs.c.attempt == bindparam("fence_attempt"),
     jobs.c.locked_by == bindparam("fence_locked_by"),
-    jobs.c.status == "running",
+    _in_state("running"),
 )
 
 
@@ -383,7 +397,7 @@ def _fenced_many_statement(dialect: str, verb: str) -> Update:
         .where(
             tuple_(jobs.c.id, jobs.c.attempt).in_(bindparam("fences", expanding=True)),
             jobs.c.locked_by == bindparam("fence_locked_by"),
-            jobs.c.status == "running",
+            _in_state("running"),
         )
         .values(_FENCED_MANY[verb](dialect))
         .returning(jobs.c.id)
@@ -477,13 +491,13 @@ def request_cancel(conn: Connection, build_id: int) -> tuple[list[Job], int]:
     mine = and_(jobs.c.build_id == build_id, jobs.c.cancel_requested.is_(False))
     cancelled = conn.execute(
         update(jobs)
-        .where(mine, jobs.c.status == "queued")
+        .where(mine, _in_state("queued"))
         .values(_ended(dialect, "cancelled", CANCELLED_ERROR) | {"cancel_requested": True})
         .returning(*jobs.c),
         _moments(conn, ended_at=0),
     ).all()
     flagged = conn.execute(
-        update(jobs).where(mine, jobs.c.status == "running").values(cancel_requested=True)
+        update(jobs).where(mine, _in_state("running")).values(cancel_requested=True)
     ).rowcount
     if flagged:
         _notify(conn, "cancel")
@@ -504,9 +518,15 @@ def cancel_requested(conn: Connection, job_ids: Iterable[int]) -> set[int]:
 def open_job_count(conn: Connection) -> int:
     """Jobs queued or running, on any host (`run --drain` leaves when there are none)."""
     count = conn.execute(
-        select(func.count()).select_from(jobs).where(jobs.c.status.in_(("queued", "running")))
+        select(_open_in("queued").scalar_subquery() + _open_in("running").scalar_subquery())
     ).scalar_one()
     return int(count)
+
+
+def _open_in(status: JobStatus) -> Select[int]:
+    """A count of the jobs in `status`, one per partial index: `status IN (...)` matches
+    neither index and read the whole table (200 ms beside a million finished jobs)."""
+    return select(func.count()).select_from(jobs).where(_in_state(status))
 
 
 def seconds_until_next_due(conn: Connection) -> float | None:
@@ -514,9 +534,7 @@ def seconds_until_next_due(conn: Connection) -> float | None:
     database's clock; None when nothing is queued."""
     # PostgreSQL's clock comes in the same statement; SQLite's moments are the host's anyway.
     clock = [func.now()] if is_postgres(conn) else []
-    row = conn.execute(
-        select(func.min(jobs.c.run_at), *clock).where(jobs.c.status == "queued")
-    ).one()
+    row = conn.execute(select(func.min(jobs.c.run_at), *clock).where(_in_state("queued"))).one()
     due = row[0]
     now: datetime = row[1] if clock else datetime.now(UTC)
     if due is None:

@@ -72,6 +72,7 @@ PERIODIC: dict[str, Send] = {
         conn, [lease.job_id for lease in leases]
     ),
     "seconds_until_next_due": lambda conn, _: queue.seconds_until_next_due(conn),
+    "open_job_count": lambda conn, _: queue.open_job_count(conn),
 }
 
 
