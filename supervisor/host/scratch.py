@@ -17,10 +17,18 @@ from ipc import scratch
 
 
 def remove_child_scratch(artifacts: Path, pid: int) -> None:
-    """Remove what a child that just died left unfinished."""
-    for path in scratch.folder(artifacts).glob(f"{pid}-*"):
-        with contextlib.suppress(OSError):
-            path.unlink()
+    """Remove what a child that just died left unfinished.
+
+    Read by owner, not globbed: a glob pattern per child pid fills pathlib's and `re`'s
+    caches, a slow growth of the parent over a long life (`benchmarks/growth_bench.py`)."""
+    try:
+        paths = list(scratch.folder(artifacts).iterdir())
+    except OSError:
+        return
+    for path in paths:
+        if scratch.owner(path) == pid:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def sweep(artifacts: Path, log: BoundLogger) -> int:
