@@ -21,22 +21,13 @@ A summary then gives, for the changed pairs, ours (defaults) over odiff's server
 pixelmatch 8 over ours. The npm tools are installed on first use into ``benchmarks/.npm`` with
 ``npm install --no-save``.
 
-A second table measures a whole host settling byte-identical snapshots, the common case of a
-branch that changed nothing visible: a SQLite database in a temporary folder, a baseline build
-of ``--snapshots`` copies of the 1280x800 page on ``main`` (drained first), then the same files
-as a branch build, settled by ``python -m supervisor run --drain`` (``unchanged`` from the bytes,
-nothing decoded). The window runs from the branch build's first ``capture prepared`` log event
-(a job claimed and its work begun) to its ``build finished`` event, both from the host's JSON
-log timestamps, which have microseconds where the build's ``created_at`` and ``finished_at``
-have whole seconds; the ``run`` column is the whole ``run --drain`` process, start-up and
-drain included.
+The byte-identical case a host settles without decoding is ``benchmarks/settle_bench.py``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -45,7 +36,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 
 import pyvips
@@ -53,7 +43,6 @@ import pyvips
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from child.diff.compare import DiffOptions, compare
-from supervisor.commands.build import BuildExit
 
 HERE = Path(__file__).resolve().parent
 NPM = HERE / ".npm"
@@ -227,59 +216,6 @@ def bench_pair(a: Path, b: Path, folder: Path, runs: int) -> list[Timing]:
     return timings
 
 
-def supervisor(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m supervisor ARGS`` on the database and artifacts in ``folder``."""
-    where = ["--database-url", f"sqlite:///{folder / 'bench.sqlite'}"]
-    if args[0] != "migrate":
-        where += ["--artifacts", str(folder / "artifacts")]
-    done = subprocess.run(
-        [sys.executable, "-m", "supervisor", *args, *where],
-        capture_output=True,
-        text=True,
-        cwd=HERE.parent,
-        env={**os.environ, "STORYSHELF_LOG_LEVEL": "info"},
-    )
-    # `build ID` says a changed or failed build by its exit status, which is no error here.
-    if done.returncode != 0 and not (
-        args[0] == "build" and done.returncode in (BuildExit.CHANGED, BuildExit.FAILED)
-    ):
-        done.check_returncode()
-    return done
-
-
-def settle_window(log: str, build_id: int) -> float:
-    """Seconds from the build's first event in the host's log (a job's ``capture prepared``,
-    as its work begins) to the build's ``build finished``."""
-    events = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    mine = [e for e in events if e.get("build_id") == build_id]
-    start = min(datetime.fromisoformat(e["timestamp"]) for e in mine)
-    end = next(e for e in mine if e["event"] == "build finished")["timestamp"]
-    return (datetime.fromisoformat(end) - start).total_seconds()
-
-
-def bench_host(folder: Path, snapshots: int) -> None:
-    """Snapshots per second a real host settles when every file equals its baseline."""
-    images = folder / "images"
-    images.mkdir()
-    page(1280, 800, variant=False).pngsave(str(images / "story-0000.png"), compression=1)
-    for i in range(1, snapshots):
-        shutil.copy(images / "story-0000.png", images / f"story-{i:04d}.png")
-    supervisor(folder, "migrate")
-    build = ["--project", "bench", "--images", str(images), "--shards", "4", "--json"]
-    supervisor(folder, "enqueue-build", "--branch", "main", *build)
-    supervisor(folder, "run", "--drain")
-    done = supervisor(folder, "enqueue-build", "--branch", "feature", *build)
-    build_id = int(json.loads(done.stdout)["build_id"])
-    start = time.perf_counter()
-    run = supervisor(folder, "run", "--drain")
-    wall = time.perf_counter() - start
-    seconds = settle_window(run.stdout + run.stderr, build_id)
-    view = json.loads(supervisor(folder, "build", str(build_id), "--json").stdout)
-    unchanged = view["counts"]["unchanged"]
-    print(f"{'snapshots':>9} {'unchanged':>9} {'build s':>8} {'snapshots/s':>11} {'run s':>7}")
-    print(f"{snapshots:>9} {unchanged:>9} {seconds:8.2f} {snapshots / seconds:11.0f} {wall:7.2f}")
-
-
 def vips_threads(setting: str) -> int:
     """``all`` (libvips' default, one per core) or a number of threads."""
     return ALL_CORES if setting == "all" else int(setting)
@@ -288,7 +224,6 @@ def vips_threads(setting: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--snapshots", type=int, default=400)
     parser.add_argument(
         "--vips-threads",
         type=vips_threads,
@@ -337,9 +272,6 @@ def main() -> None:
         f" {'ours/srv':>9} {'pm8/ours':>9}"
     )
     print("\n".join(summary))
-    print("\nbyte-identical snapshots settled end to end (one host, SQLite, 4 shards)")
-    with tempfile.TemporaryDirectory() as temporary:
-        bench_host(Path(temporary), arguments.snapshots)
 
 
 if __name__ == "__main__":
