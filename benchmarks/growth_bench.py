@@ -38,8 +38,7 @@ What is measured:
    (PostgreSQL, rolled back) or `EXPLAIN QUERY PLAN` (SQLite), with its time: the median of
    `PLAN_RUNS` executions, each in a rolled-back transaction, measured in this process. A plan
    that reads the table whole (a sequential scan of `jobs`; on SQLite a SCAN of it on no
-   partial index, or a SEARCH on no index) is flagged. The last probe is not the queue's: it is
-   the rewrite of `queue.open_job_count` this benchmark proposes, shown beside the original.
+   partial index, or a SEARCH on no index) is flagged.
 4. With `--trace-jobs N`: a PostgreSQL host started through `traced_host` (this module), which
    turns tracemalloc on in the parent only when first signalled, after the first chunk (the
    warm-up runs untraced, at full speed; forks stop tracing), and on each SIGUSR1 writes the
@@ -83,7 +82,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
-from sqlalchemy import Connection, Engine, event, func, insert, select, text  # noqa: E402
+from sqlalchemy import Connection, Engine, event, insert, select, text  # noqa: E402
 
 from supervisor.commands.status import read_status  # noqa: E402
 from supervisor.db import queue  # noqa: E402
@@ -721,23 +720,8 @@ def probes(leases: Sequence[queue.Lease]) -> list[Probe]:
         Probe(f"cancel_requested, {len(ids)} ids", "every 2 s while jobs run", lambda c: queue.cancel_requested(c, ids)),
         Probe("seconds_until_next_due", "after a short claim (each idle poll)", queue.seconds_until_next_due),
         Probe("open_job_count", "--drain: after a claim found nothing", queue.open_job_count),
-        Probe("open_job_count, proposed rewrite", "not in the queue", open_job_count_per_state),
         Probe("status: read_status", "`status` command (monitoring)", read_status),
     ]  # fmt: skip
-
-
-def open_job_count_per_state(conn: Connection) -> int:
-    """`queue.open_job_count` rewritten: each open state counted on its own partial index.
-
-    `status IN ('queued', 'running')` implies neither partial index's predicate, so both
-    planners read every finished row; `status = 'queued'` and `status = 'running'` each imply
-    one (SQLite matches a bound value against the predicate too).
-    """
-    queued, running = (
-        select(func.count()).select_from(jobs).where(jobs.c.status == state).scalar_subquery()
-        for state in ("queued", "running")
-    )
-    return int(conn.execute(select(queued + running)).scalar_one())
 
 
 def captured(engine: Engine, call: Callable[[Connection], object]) -> list[tuple[str, Any]]:
