@@ -35,11 +35,11 @@ detector misses edges next to gradients (an avatar moved by 0.3 px counts in pix
 changes that a shift of under 0.4 px explains are forgiven; text moved by half a pixel is
 re-rasterised, not shifted, and still counts.
 
-Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and
-the per-pixel formulas are pixelmatch's, evaluated in float64 like JavaScript numbers, for an
-array of pixels at a time here and one pixel at a time in ``kernels``. libvips decodes and writes the PNGs; its operations run only
-inside functions: the fork server imports this module but must never start a libvips
-operation in the parent.
+Pixels are numbered ``i = y * width + x`` over the overlap, as pixelmatch numbers them, and the
+per-pixel formulas are pixelmatch's, evaluated in float64 like JavaScript numbers, for an array
+of pixels at a time here and one pixel at a time in ``kernels``. libvips decodes and writes the
+PNGs; its operations run only inside functions: the fork server imports this module but must
+never start a libvips operation in the parent.
 """
 
 from __future__ import annotations

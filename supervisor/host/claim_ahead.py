@@ -10,12 +10,13 @@ each child holds at most `AHEAD_SECONDS` of work, judged from how long recent jo
 (captures take seconds) get no claim-ahead at all, and a job that turns out long gives its
 child's claimed-ahead jobs back (`overdue`). A claimed-ahead job is `running` in the database
 with the pid of the child that will run it. Small ones are sent to the child at once, to wait in
-its socket behind the job it runs (`supervisor.host.pool.JOBS_SENT_AT_ONCE`); those can no longer
-be given back, so a job that turns out long delays at most the depth's worth of short jobs sent
-behind it: the host takes them back (a `Cancel` of a job that has not started: the child
-drops it and answers at once, or when its long job lets it read). Until the child starts a job (`Accepted`) it is not the job's crash: if the child dies
-or the host drains, it is released without spending an attempt. This module decides how many;
-the jobs themselves are held in `supervisor.host.inflight`.
+its socket behind the job it runs (`supervisor.host.pool.JOBS_SENT_AT_ONCE`); those can no
+longer be given back, so a job that turns out long delays at most the depth's worth of short
+jobs sent behind it: the host takes them back (a `Cancel` of a job that has not started: the
+child drops it and answers at once, or when its long job lets it read). Until the child starts a
+job (`Accepted`) it is not the job's crash: if the child dies or the host drains, it is released
+without spending an attempt. This module decides how many; the jobs themselves are held in
+`supervisor.host.inflight`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 A job is *held* once claimed for a child (claimed ahead, not sent yet), then *running* once sent
 to it, until it is settled or given back. A child may have been sent its next job before it
 ended the one it runs (`JOBS_SENT_AT_ONCE`): that job *waits* in the child, and its clock (how
-long it took, whether its child is hung on it) starts when the one before it ends. The host, the settler and lease keeping all call the
-verbs here instead of changing a `Running` or a child's `job_id` themselves, so each transition
-is made in one place and a job can never be in two places at once.
+long it took, whether its child is hung on it) starts when the one before it ends. The host, the
+settler and lease keeping all call the verbs here instead of changing a `Running` or a child's
+`job_id` themselves, so each transition is made in one place and a job can never be in two
+places at once.
 """
 
 from __future__ import annotations
