@@ -22,7 +22,7 @@ import pytest
 
 from child.worker.loop import MAX_ERROR_CHARS
 from ipc.framing import recv_message, send_message
-from ipc.messages import TO_PARENT, Accepted, Done, Failed, Hello, Progress, Run, Unable
+from ipc.messages import TO_PARENT, Accepted, Cancel, Done, Failed, Hello, Progress, Run, Unable
 from tests.capture_helpers import write_png
 from tests.cgroups import pids_cgroup
 from tests.hosts import ROOT
@@ -184,3 +184,30 @@ def test_the_engine_check_waits_for_threads_rather_than_calling_the_engine_broke
             process.kill()
     assert out.decode().startswith("('libvips "), out
     assert out.decode().rstrip().endswith("None)"), out
+
+
+def test_jobs_sent_ahead_wait_unaccepted_and_a_cancel_drops_one_at_once(
+    real_child: RealChild,
+) -> None:
+    """A job sent while another runs is accepted only when it starts (its `Accepted` goes out
+    with the end of the one before); a cancel of one still waiting is answered while the
+    running job reports progress, and it never starts."""
+    for run in (
+        Run(1, "sleep", 1, {"seconds": 0.6, "step": 0.1}),
+        Run(2, "noop", 1, {}),
+        Run(3, "noop", 1, {}),
+    ):
+        send_message(real_child.sock, run)
+    seen: list[Any] = [real_child.receive()]
+    send_message(real_child.sock, Cancel(3))
+    while not (seen and isinstance(seen[-1], Done) and seen[-1].job_id == 2):
+        message = real_child.receive()
+        if not isinstance(message, Progress):
+            seen.append(message)
+    assert [(type(m).__name__, m.job_id) for m in seen] == [
+        ("Accepted", 1),
+        ("Cancelled", 3),
+        ("Done", 1),
+        ("Accepted", 2),
+        ("Done", 2),
+    ]
