@@ -28,6 +28,7 @@ import structlog
 from playwright.sync_api import Page, Route
 
 from child.storybook.stored import StoredBuild
+from child.worker.resources import OutOfResources
 
 log = structlog.get_logger(__name__)
 
@@ -74,7 +75,11 @@ class Site:
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="storybook-site", daemon=True
         )
-        self._thread.start()
+        try:
+            self._thread.start()
+        except RuntimeError as error:  # no thread to be had: the host's trouble, not the job's
+            self._server.server_close()
+            raise OutOfResources(f"out of resources: {error}") from error
 
     def url(self, path: str) -> str:
         """The URL of `path` (with its query) on this server."""

@@ -21,6 +21,7 @@ from child.browser.site import Site
 from child.browser.watchdog import Watchdog
 from child.storybook import capture
 from child.storybook.stored import load
+from child.worker.resources import OutOfResources
 from ipc.storybook import RENDER_CAP_SECONDS
 from tests.browser.conftest import Stored, capture_payload, snapshot
 
@@ -110,3 +111,20 @@ def test_a_build_file_the_store_lost_fails_the_job_instead_of_recording_a_bare_p
     stored.unlink()
     with pytest.raises(ServeFailed, match=f"/{css}: HTTP 500"):
         capture.run(capture_payload(variant, [snapshot(NEXT)]), lambda _report: None)
+
+
+def test_a_server_that_cannot_start_its_thread_is_the_hosts_trouble(
+    stored: Stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a pids limit `Thread.start` raises RuntimeError: the job is given back without
+    spending an attempt (`OutOfResources`), not failed (the soak's forks-refused fault)."""
+    start = threading.Thread.start
+
+    def refuse(thread: threading.Thread) -> None:
+        if thread.name == "storybook-site":
+            raise RuntimeError("can't start new thread")
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    with pytest.raises(OutOfResources, match="out of resources: can't start new thread"):
+        Site(load(stored.artifacts, stored.ref))
