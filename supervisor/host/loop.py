@@ -380,7 +380,13 @@ class Host:
 
     def kill_stalled(self) -> None:
         """Kill children that did not stop when asked, children hung on their job, and new
-        children that never said hello."""
+        children that never said hello.
+
+        A child is judged on what it said by now, not on what the host has read: what waits in
+        the sockets is read first, since the loop itself may have been held up (reconnecting
+        to a database that restarted took it 3 s in the soak, and a child whose progress sat
+        unread was killed as hung)."""
+        self.read_waiting()
         now = self.clock()
         for child in self.pool.silent_since_spawn(now - self.settings.stall_seconds):
             self.pool.kill(child, "hung", f"no hello within {self.settings.stall_seconds:g} s")
@@ -606,6 +612,14 @@ class Host:
                 self.heard(self.listener.drain())
         if self.listener is not None and self.listener.keep(self.clock()):
             timers.poll_at = 0.0  # we may have missed a NOTIFY meanwhile
+
+    def read_waiting(self) -> None:
+        """Serve every child with something in its socket, without waiting."""
+        children = list(self.pool.children.values())
+        if children:
+            readable, _, _ = select.select(children, [], [], 0)
+            for child in readable:
+                self.service(child)
 
     def heard(self, payloads: list[str]) -> None:
         """A NOTIFY: new work claims at once, a cancel is checked at once."""
