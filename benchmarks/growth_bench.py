@@ -84,6 +84,7 @@ if str(REPO) not in sys.path:
 import psutil  # noqa: E402
 from sqlalchemy import Connection, Engine, event, insert, select, text  # noqa: E402
 
+from benchmarks.queue_bench import print_table  # noqa: E402
 from supervisor.commands.status import read_status  # noqa: E402
 from supervisor.db import queue  # noqa: E402
 from supervisor.db.connection import connect, is_postgres, transaction  # noqa: E402
@@ -119,23 +120,6 @@ LEASE_SECONDS = 60.0
 
 # ---------------------------------------------------------------------------------------------
 # Output
-
-
-def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """A plain text table: first column left-aligned, the others right-aligned."""
-    widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(
-            cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i])
-            for i, cell in enumerate(cells)
-        )
-
-    print(f"\n{title}")
-    print(line(headers))
-    print("  ".join("-" * width for width in widths))
-    for row in rows:
-        print(line(row))
 
 
 def mib(value: float) -> str:
