@@ -1511,12 +1511,21 @@ def _log_clock_offset(host: HostRun) -> float | None:
 
 
 def _survivors(processes: set[tuple[int, float]]) -> list[tuple[int, str]]:
+    """The noted processes still alive, each with what it is: a survivor must be traceable to
+    what started it (its command, parent and process group)."""
     alive: list[tuple[int, str]] = []
     for pid, started in sorted(processes):
         with contextlib.suppress(psutil.Error):
             process = psutil.Process(pid)
             if process.create_time() == started:
-                alive.append((pid, process.status()))
+                command = " ".join(process.cmdline())[:160] or process.name()
+                alive.append(
+                    (
+                        pid,
+                        f"{process.status()}, parent {process.ppid()}, "
+                        f"group {os.getpgid(pid)}: {command}",
+                    )
+                )
     return alive
 
 

@@ -90,8 +90,12 @@ def _hang(payload: dict[str, Any], progress: Progress) -> None:
 
 
 def _spawn(payload: dict[str, Any], progress: Progress) -> None:
-    """Start a process of its own, then hang: killing the child must take that process too."""
-    subprocess.Popen(["sleep", "300"])
+    """Start a process of its own, then hang (or, with `crash_noting_to`, note its pid in that
+    folder and die of a segmentation fault): the child's end must take that process too."""
+    started = subprocess.Popen(["sleep", "300"])
+    if "crash_noting_to" in payload:
+        Path(payload["crash_noting_to"], str(started.pid)).touch()
+        ctypes.string_at(0)
     progress({"about_to": "hang"})
     time.sleep(3600)
 

@@ -10,7 +10,6 @@ native code.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import random
 import signal
@@ -249,21 +248,27 @@ class Pool:
     def reap(self) -> list[tuple[Child | None, int, int]]:
         """Every child that exited: (our record of it or None for a stranger, pid, wait status).
 
+        A child's process group is killed before the child is reaped, whatever it died of:
+        what it started (its browser's helpers, the browser driver) would otherwise outlive it,
+        sleeping, when the child died on its own. While its zombie is unreaped the child's pid
+        cannot be reused, so the group id still names its group and no stranger's.
+
         A reaped child's socket stays open, so what it sent before it died can still be read;
         `close` it after.
         """
         reaped: list[tuple[Child | None, int, int]] = []
         while True:
             try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+                dead = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return reaped
-            except OSError as error:  # pragma: no cover - EINTR is retried by Python
-                if error.errno == errno.EINTR:
-                    continue
-                raise
-            if pid == 0:
+            if dead is None or dead.si_pid == 0:
                 return reaped
+            pid = dead.si_pid
+            if pid in self.children:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
             reaped.append((self.children.pop(pid, None), pid, status))
 
     def close(self, child: Child) -> None:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -242,6 +243,27 @@ def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: Start
     assert wait_for(
         lambda: all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in started), 5
     )
+
+
+def test_a_child_that_crashes_on_its_own_leaves_nothing_it_started(
+    engine: Engine, start_host: StartHost, tmp_path: Path
+) -> None:
+    noted = tmp_path / "started"
+    noted.mkdir()
+    job_id = enqueue(engine, "spawn", {"crash_noting_to": str(noted)}, max_attempts=2)
+    host = start_host(*FAST, "--max-crashes", "2")
+    assert ended(engine, job_id)["status"] == "failed"
+    started = [int(path.name) for path in noted.iterdir()]
+    assert len(started) == 2
+    assert wait_for(lambda: not any(_alive(pid) for pid in started), 5)
+    host.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_host_sleeps_while_its_children_work(engine: Engine, start_host: StartHost) -> None:
