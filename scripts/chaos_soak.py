@@ -928,27 +928,35 @@ class Round:
 
     def kill_browser(self) -> Hit | None:
         """SIGKILL the Chromium of a child capturing a Storybook: the child must launch another
-        and go on; only the story it was rendering may fail."""
+        and go on; only the story it was rendering may fail.
 
-        def read(conn: Connection) -> list[tuple[int, int]]:
+        The kill is charged to every job the database has on that child: a child holds the
+        jobs sent ahead to it as well as the one it runs, and only the child knows which is
+        which."""
+
+        def read(conn: Connection) -> dict[int, list[int]]:
             rows = conn.execute(
                 select(jobs.c.id, jobs.c.child_pid, jobs.c.data).where(
                     jobs.c.status == "running",
                     jobs.c.kind == "capture",
                     jobs.c.child_pid.is_not(None),
                 )
-            )
-            return sorted((row.child_pid, row.id) for row in rows if "storybook" in row.data)
+            ).all()
+            held: dict[int, list[int]] = defaultdict(list)
+            for row in rows:
+                held[row.child_pid].append(row.id)
+            capturing = {row.child_pid for row in rows if "storybook" in row.data}
+            return {pid: sorted(ids) for pid, ids in held.items() if pid in capturing}
 
         busy = retrying(self.engine, read)
         if not busy:
             return None
-        child, job_id = self.targets.choice(busy)
+        child = self.targets.choice(sorted(busy))
         with contextlib.suppress(psutil.Error):
             for process in psutil.Process(child).children():
                 if process.name().startswith("chrom"):
                     process.kill()
-                    return f"browser {process.pid} of child {child}", (job_id,)
+                    return f"browser {process.pid} of child {child}", tuple(busy[child])
         return None
 
     def pick_host(self) -> HostRun | None:
