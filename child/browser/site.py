@@ -1,7 +1,10 @@
 """A stored build served to the child's page, and every other request blocked.
 
 The child serves the build's files itself, on a loopback HTTP server of its own (127.0.0.1, a
-port the kernel picks, one thread per request), from the manifest and nothing else: a path the
+port the kernel picks, one thread per connection; when no thread can be had, under a pids limit,
+the connection is served on the server's own thread, one request then closed, rather than
+dropped: a dropped request would fail a story for the host's trouble), from the manifest and
+nothing else: a path the
 manifest does not list is a 404. Measured against Playwright's request interception answering
 every request from Python: a page load of the fixture took 0.45 s from the server and 0.6-0.9 s
 through the interception, which also disables the browser's cache. So only the requests that
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import mimetypes
 import re
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -69,8 +73,7 @@ class Site:
     def __init__(self, build: StoredBuild) -> None:
         self.build = build
         handler = type("BuildHandler", (_Handler,), {"build": build})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
+        self._server = _SiteServer(("127.0.0.1", 0), handler)
         self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="storybook-site", daemon=True
@@ -102,9 +105,47 @@ class Site:
         self.close()
 
 
+class _SiteServer(ThreadingHTTPServer):
+    """A thread per connection while threads can be had; else the server's own thread."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
+        super().__init__(address, handler)
+        self.handler = handler
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request(request, client_address)
+        except RuntimeError as error:  # "can't start new thread"
+            log.warning("serving a request without a thread of its own", error=str(error))
+            try:
+                self.handler(request, client_address, self, alone=True)
+            except Exception:
+                self.handle_error(request, client_address)
+            finally:
+                self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not the traceback socketserver prints to stderr."""
+        error = sys.exc_info()[1]
+        log.warning("the child's server failed a request", error=str(error) or repr(error))
+
+
 class _Handler(BaseHTTPRequestHandler):
     build: StoredBuild
     protocol_version = "HTTP/1.1"
+
+    def __init__(self, request: Any, client_address: Any, server: Any, *, alone: bool = False):
+        #: Served on the server's own thread: one request, then the connection is closed, so
+        #: that no idle keep-alive connection holds the server from the next.
+        self.alone = alone
+        super().__init__(request, client_address, server)
+
+    def end_headers(self) -> None:
+        if self.alone:
+            self.send_header("Connection", "close")
+        super().end_headers()
 
     def do_GET(self) -> None:
         self._answer(body=True)

@@ -7,10 +7,12 @@ each time the next story must still be captured.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
 import time
+import urllib.request
 from typing import Any
 
 import pytest
@@ -128,3 +130,28 @@ def test_a_server_that_cannot_start_its_thread_is_the_hosts_trouble(
     monkeypatch.setattr(threading.Thread, "start", refuse)
     with pytest.raises(OutOfResources, match="out of resources: can't start new thread"):
         Site(load(stored.artifacts, stored.ref))
+
+
+def test_a_server_without_threads_for_requests_serves_them_on_its_own(
+    browser: ChildBrowser, stored: Stored, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pids limit that comes after the server started refuses its per-connection threads:
+    each request is then served on the server's own thread and its connection closed, never
+    dropped (a dropped request failed the story it belonged to, in the soak)."""
+    browser = child_browser()
+    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+        start = threading.Thread.start
+
+        def refuse(thread: threading.Thread) -> None:
+            if "process_request_thread" in thread.name:
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", refuse)
+        with urllib.request.urlopen(site.url("index.json"), timeout=5) as response:
+            assert response.status == 200
+            assert response.headers["Connection"] == "close"
+            assert json.loads(response.read())
+        captured = renderer.take(snapshot(NEXT))
+    assert captured.error is None and captured.png is not None
+    assert browser.alive()
