@@ -112,7 +112,8 @@ class StoryRenderer:
     ) -> None:
         self.site = site
         #: Called at least every `BEAT_SECONDS` while a story renders and settles, so that the
-        #: stall watchdog sees a child waiting on a slow page alive (it raises on a cancel).
+        #: stall watchdog sees a child waiting on a slow page alive: by the main thread between
+        #: waits (it raises on a cancel), by the page watchdog's thread while a call blocks.
         self._beat = beat
         self._beaten_at = 0.0
         #: A request of the page that the child's server failed, since the story began.
@@ -131,7 +132,7 @@ class StoryRenderer:
         self._in_flight = 0
         self._last_activity = 0.0
         self._live: ChildBrowser | None = None
-        self._watchdog = Watchdog(self._kill_renderers, clock)
+        self._watchdog = Watchdog(self._kill_renderers, clock, beat)
 
     @property
     def page(self) -> Page | None:

@@ -7,10 +7,18 @@ whole shard. So every story runs under a deadline kept by a thread of the child'
 passes, the thread kills the browser's renderers (the child has one page), the blocked call
 fails with a crash, and the story fails with the watchdog's reason. The browser itself lives
 on, and the next story gets a new page.
+
+While a deadline is armed and not yet passed, the same thread also beats for the page (the job's
+progress, every `BEAT_SECONDS`): a page call that blocks (a navigation while Chromium cannot
+start a renderer under a pids limit, a screenshot of a busy page) gives the main thread no
+chance to, and a child waiting on a page its deadline will end is not hung. Once the deadline
+passes the beats stop, so a child whose main thread stays stuck past the rescue is still the
+parent's stall watchdog's to kill.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -31,11 +39,18 @@ BEAT_SECONDS = 1.0
 class Watchdog:
     """Calls `rescue` from its own thread when an armed deadline passes; a context manager."""
 
-    def __init__(self, rescue: Callable[[], object], clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        rescue: Callable[[], object],
+        clock: Callable[[], float] = time.monotonic,
+        beat: Callable[[], object] = lambda: None,
+    ):
         self._rescue = rescue
         self._clock = clock
+        self._beat = beat
         self._changed = threading.Condition()
         self._deadline: float | None = None
+        self._beat_at = 0.0
         self._reason = ""
         self._closed = False
         #: The reason of the deadline that passed since the last `arm`, else None.
@@ -50,6 +65,7 @@ class Watchdog:
         """Rescue in `seconds` unless disarmed or armed again before; `fired` is cleared."""
         with self._changed:
             self._deadline = self._clock() + seconds
+            self._beat_at = self._clock() + BEAT_SECONDS
             self._reason = reason
             self.fired = None
             self._changed.notify()
@@ -65,14 +81,24 @@ class Watchdog:
                 while not self._closed and (
                     self._deadline is None or self._clock() < self._deadline
                 ):
-                    wait = None if self._deadline is None else self._deadline - self._clock()
-                    self._changed.wait(wait)
+                    if self._deadline is None:
+                        self._changed.wait()
+                        continue
+                    if self._clock() >= self._beat_at:
+                        self._beat_for_the_page()
+                    self._changed.wait(min(self._deadline, self._beat_at) - self._clock())
                 if self._closed:
                     return
                 self._deadline = None
                 self.fired = self._reason
             log.warning("page overran its deadline, renderers killed", reason=self.fired)
             self._rescue()
+
+    def _beat_for_the_page(self) -> None:
+        """Beat, under the lock: once `disarm` returns no beat of the story is on its way."""
+        self._beat_at = self._clock() + BEAT_SECONDS
+        with contextlib.suppress(Exception):  # the parent gone: the child is ending anyway
+            self._beat()
 
     def close(self) -> None:
         with self._changed:

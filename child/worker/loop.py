@@ -13,6 +13,10 @@ waits for the parent between two. Such a job waits in `Channel.inbox` and is onl
 when it starts: a death before that gives it back without spending an attempt. A job that ends
 while the next waits sends its end and the next one's `Accepted` in one write, so the parent
 reads both at once; a cancel of a job that waits answers `Cancelled` as soon as it is read.
+
+Every write to the parent goes through `Channel.send`, under one lock: a job's progress may be
+reported from a thread of the child's (the page watchdog's beat, `child.browser.watchdog`) while
+its main thread writes, and two frames must never interleave.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import os
 import select
 import signal
 import socket
+import threading
 import traceback
 from collections import deque
 from typing import Any, NoReturn
@@ -28,7 +33,7 @@ from typing import Any, NoReturn
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
 from child.worker.resources import OutOfResources
-from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode, send_message
+from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode
 from ipc.messages import (
     PROTOCOL_VERSION,
     TO_CHILD,
@@ -62,6 +67,12 @@ class Channel:
         #: Messages read but not acted on yet, in order (a `Run` sent ahead, a `Stop`).
         self.inbox: deque[Run | Stop] = deque()
         self._reader = FrameReader(TO_CHILD)
+        self._sending = threading.Lock()
+
+    def send(self, frames: bytes) -> None:
+        """Write encoded frames to the parent, whole, whichever thread calls."""
+        with self._sending:
+            self.sock.sendall(frames)
 
     def next(self) -> Run | Stop | None:
         """The next message to act on, blocking; None when the parent is gone."""
@@ -101,7 +112,7 @@ class Channel:
             elif message.job_id == running:
                 cancelled = True
             elif (waiting := self._take_run(message.job_id)) is not None:
-                send_message(self.sock, Cancelled(waiting.job_id))
+                self.send(encode(Cancelled(waiting.job_id)))
         return cancelled
 
     def _take_run(self, job_id: int) -> Run | None:
@@ -129,14 +140,17 @@ def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     engine, engine_error = check_engine()
     channel = Channel(sock)
-    send_message(
-        sock,
-        Hello(version=PROTOCOL_VERSION, pid=os.getpid(), engine=engine, engine_error=engine_error),
+    channel.send(
+        encode(
+            Hello(
+                version=PROTOCOL_VERSION, pid=os.getpid(), engine=engine, engine_error=engine_error
+            )
+        )
     )
     accepted = False  # the next job's `Accepted` went out with the last job's end
     while isinstance(message := channel.next(), Run):
         if not accepted:
-            send_message(sock, Accepted(message.job_id))
+            channel.send(encode(Accepted(message.job_id)))
         accepted = run_job(channel, handlers, message)
     os._exit(0)
 
@@ -146,8 +160,11 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
     death. True when the next job's `Accepted` went out with the end (it was already waiting)."""
 
     def progress(detail: dict[str, Any]) -> None:
-        send_message(channel.sock, Progress(run.job_id, detail))
-        if channel.poll_for_cancel(run.job_id):
+        """Report progress; on the main thread, also read whether the job was cancelled (the
+        socket is read by the main thread only: a beat from another thread just reports)."""
+        channel.send(encode(Progress(run.job_id, detail)))
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main and channel.poll_for_cancel(run.job_id):
             raise JobCancelled
 
     handler = handlers.get(run.kind)
@@ -167,7 +184,7 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
     following = channel.waiting_run()
     if following is not None:
         end += encode(Accepted(following.job_id))
-    channel.sock.sendall(end)
+    channel.send(end)
     return following is not None
 
 

@@ -7,6 +7,7 @@ each time the next story must still be captured.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ import pytest
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import ServeFailed, StoryRenderer
 from child.browser.site import Site
-from child.browser.watchdog import Watchdog
+from child.browser.watchdog import BEAT_SECONDS, Watchdog
 from child.storybook import capture
 from child.storybook.stored import load
 from child.worker.resources import OutOfResources
@@ -34,10 +35,20 @@ NEXT = "example-button--primary"
 def test_a_hung_story_fails_on_the_cap_and_the_next_story_is_captured(
     browser: ChildBrowser, stored: Stored
 ) -> None:
+    """Its page blocks the child's calls until the cap, and the child beats all along (from the
+    watchdog's thread): a child waiting on a page its deadline will end is not hung."""
     reports: list[dict[str, Any]] = []
+    beats: list[float] = []
+
+    def progress(report: dict[str, Any]) -> None:
+        beats.append(time.monotonic())
+        reports.append(report)
+
     started = time.monotonic()
-    result = capture.run(capture_payload(stored, [snapshot(HANG), snapshot(NEXT)]), reports.append)
+    result = capture.run(capture_payload(stored, [snapshot(HANG), snapshot(NEXT)]), progress)
     elapsed = time.monotonic() - started
+    gaps = [later - earlier for earlier, later in itertools.pairwise([started, *beats])]
+    assert max(gaps) < BEAT_SECONDS + 1.5, f"{max(gaps):.1f} s without a beat"
     hung, after = result["snapshots"]
     assert hung["status"] == "failed"
     assert hung["error"] == "did not finish rendering in 15 s"
