@@ -44,6 +44,8 @@ log = structlog.get_logger(__name__)
 
 #: How long Chromium may take to open its DevTools port (measured: 0.25 s on an idle host).
 START_TIMEOUT_SECONDS = 20.0
+#: How many times a browser killed while it starts is launched before its job is given up on.
+LAUNCH_TRIES = 3
 #: The end of Chromium's own output shown when it exits before it is ready.
 STDERR_TAIL_CHARS = 2000
 #: Profiles are named after the child, so one left by a killed child is found and removed.
@@ -58,6 +60,11 @@ class BrowserUnavailable(RuntimeError):
 
 class ChromiumNotFound(BrowserUnavailable):
     """No executable at the configured path."""
+
+
+class BrowserKilled(BrowserUnavailable):
+    """Chromium died of a signal while it started (the OOM killer, a crash): worth another try,
+    where an exit of its own (a bad flag, no display) would only repeat."""
 
 
 @dataclass
@@ -126,7 +133,8 @@ def launch(
     or `BrowserUnavailable` with one line, or `OutOfResources` when the host lacks a process
     or memory for it. `beat` is called every `BEAT_SECONDS` while Chromium starts (slow on a
     loaded host), and between the steps after it (starting Playwright's driver, connecting),
-    which block the thread that beats and each take seconds on a loaded host.
+    which block the thread that beats and each take seconds on a loaded host. A browser killed
+    while it starts is launched again, `LAUNCH_TRIES` times in all.
     """
     path = executable or configured_chromium()
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
@@ -134,6 +142,19 @@ def launch(
             f"Chromium not found at {path}: install Debian's chromium package "
             "(apt-get install chromium) or give run --chromium PATH"
         )
+    tries = 1
+    while True:
+        try:
+            return _launch_once(path, timeout, beat)
+        except BrowserKilled as error:
+            if tries == LAUNCH_TRIES:
+                raise
+            tries += 1
+            log.warning("browser killed while it started; launching another", error=str(error))
+            beat()
+
+
+def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBrowser:
     _remove_stale_profiles()
     profile = Path(tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-"))
     try:
@@ -144,9 +165,14 @@ def launch(
             driver = _driver()
             beat()
             browser = driver.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
-        except BaseException:
+        except BaseException as error:
+            died = process.poll()  # before the kill below: did it die on its own, of a signal?
             process.kill()
             process.wait()
+            if died is not None and died < 0 and not isinstance(error, BrowserKilled):
+                raise BrowserKilled(
+                    f"Chromium was killed by signal {-died} while it started: {_tail(profile)}"
+                ) from error
             raise
     except BaseException:
         shutil.rmtree(profile, ignore_errors=True)
@@ -201,6 +227,10 @@ def _wait_for_port(
             if any(phrase in tail for phrase in resources.RESOURCE_MESSAGES):
                 # No thread or memory for it (a pids limit): the host's trouble, not the job's.
                 raise OutOfResources(f"out of resources: Chromium could not start: {tail}")
+            if status < 0:
+                raise BrowserKilled(
+                    f"Chromium was killed by signal {-status} before it was ready: {tail}"
+                )
             raise BrowserUnavailable(
                 f"Chromium exited with status {status} before it was ready: {tail}"
             )

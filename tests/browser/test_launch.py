@@ -14,6 +14,8 @@ import psutil
 import pytest
 
 from child.browser.launch import (
+    LAUNCH_TRIES,
+    BrowserKilled,
     BrowserUnavailable,
     ChildBrowser,
     ChromiumNotFound,
@@ -62,6 +64,35 @@ def test_a_browser_that_exits_at_start_says_so_with_its_last_words(tmp_path: Pat
     assert str(raised.value) == (
         "Chromium exited with status 3 before it was ready: cannot open display: nothing here"
     )
+
+
+def _chromium_killed_at_start(folder: Path, times: int) -> str:
+    """A Chromium that is SIGKILLed as it starts its first `times` launches, then the real one."""
+    fake, count = folder / "chromium", folder / "launches"
+    fake.write_text(
+        f"#!/bin/sh\necho x >> {count}\n"
+        f'if [ "$(wc -l < {count})" -le {times} ]; then kill -KILL $$; fi\n'
+        f'exec {configured_chromium()} "$@"\n'
+    )
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_a_browser_killed_while_it_starts_is_launched_again(tmp_path: Path) -> None:
+    started = launch(_chromium_killed_at_start(tmp_path, LAUNCH_TRIES - 1))
+    try:
+        assert started.alive()
+        assert len((tmp_path / "launches").read_text().splitlines()) == LAUNCH_TRIES
+    finally:
+        started.close()
+
+
+def test_a_browser_killed_at_every_start_gives_up_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(BrowserKilled) as raised:
+        launch(_chromium_killed_at_start(tmp_path, LAUNCH_TRIES))
+    assert str(raised.value).startswith("Chromium was killed by signal 9 before it was ready")
+    assert "\n" not in str(raised.value)
+    assert len((tmp_path / "launches").read_text().splitlines()) == LAUNCH_TRIES
 
 
 def test_a_browser_without_threads_at_start_is_the_hosts_trouble(tmp_path: Path) -> None:
