@@ -27,6 +27,9 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from child.browser.launch import ChildBrowser
+from child.browser.pages import open_page
+from child.browser.site import RequestGuard
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 
 #: How long a preview may take to load and describe its stories.
@@ -109,24 +112,29 @@ class PreviewStories:
 
 
 def read_stories(
-    page: Page,
+    browser: ChildBrowser,
+    guard: RequestGuard,
     url: str,
-    kill_page: Callable[[], object],
     timeout: float = PREVIEW_TIMEOUT_SECONDS,
     beat: Callable[[], None] = lambda: None,
 ) -> PreviewStories:
-    """Load the preview at `url` in `page` (with the capture agent installed) and extract it;
-    `kill_page` ends the page's renderer when it outlives `timeout` (from another thread), and
-    `beat` is called every `BEAT_SECONDS` of waiting for the preview (the job's progress)."""
+    """Open a page of `browser` (the capture agent installed, `guard` on its requests), load
+    the preview at `url` in it and extract it, all within `timeout`: the watchdog kills the
+    page's renderers when it outlives it, and beats for it meanwhile (opening a page and loading
+    one block the thread that beats when Chromium is slow to start a renderer). `beat` is the
+    job's progress, also called every `BEAT_SECONDS` of waiting for the preview."""
     late = f"the preview did not describe its stories in {timeout:g} s"
-    with Watchdog(kill_page) as watchdog:
+    with Watchdog(browser.kill_renderers, beat=beat) as watchdog:
         watchdog.arm(timeout, late)
+        context, page = open_page(browser, guard)
         try:
             return _read(page, url, timeout, beat)
         except PreviewError as error:
             if watchdog.fired:
                 raise PreviewError(late) from error
             raise
+        finally:
+            context.close()
 
 
 def _extract(page: Page, deadline: float, beat: Callable[[], None]) -> Any:

@@ -20,7 +20,6 @@ from typing import Any
 import structlog
 
 from child.browser.launch import child_browser
-from child.browser.pages import open_page
 from child.browser.preview import PreviewError, read_stories
 from child.browser.site import RequestGuard, Site
 from child.storybook.parameters import plan_snapshots
@@ -44,23 +43,20 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     progress({"entries": len(entries)})
     if "iframe.html" not in build.files:
         return _failed("the Storybook build has no iframe.html (is it a static build?)")
+
+    def beat() -> None:
+        progress({"entries": len(entries), "waiting": True})
+
     with Site(build) as site:
-        guard = RequestGuard(site.origin)
-        browser = child_browser(lambda: progress({"entries": len(entries), "waiting": True}))
+        browser = child_browser(beat)
         progress({"entries": len(entries), "browser": True})
-        context, page = open_page(browser, guard)
         try:
             described = read_stories(
-                page,
-                site.url("iframe.html"),
-                browser.kill_renderers,
-                beat=lambda: progress({"entries": len(entries), "waiting": True}),
+                browser, RequestGuard(site.origin), site.url("iframe.html"), beat=beat
             )
         except PreviewError as error:
             log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
             return _failed(f"the Storybook preview did not load: {error}")
-        finally:
-            context.close()
     progress({"entries": len(entries), "stories": len(described.stories)})
     result = plan_snapshots(entries, described.stories, described.initial_globals)
     log.info(

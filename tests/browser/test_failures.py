@@ -110,6 +110,22 @@ def test_the_watchdog_rescues_once_past_its_deadline_and_never_when_disarmed() -
         assert watchdog.fired is None and len(rescued) == 1
 
 
+def test_the_watchdog_beats_while_armed_and_stops_at_its_deadline_or_disarm() -> None:
+    """The thread blocked in a page call cannot beat: the watchdog does, until the deadline
+    that will end the call, and never after it or once disarmed."""
+    beats: list[float] = []
+    with Watchdog(lambda: None, beat=lambda: beats.append(time.monotonic())) as watchdog:
+        armed = time.monotonic()
+        watchdog.arm(BEAT_SECONDS * 3.5, "late")
+        time.sleep(BEAT_SECONDS * 5)  # the main thread blocked past the deadline
+        assert watchdog.fired == "late"
+        assert [round((beat - armed) / BEAT_SECONDS) for beat in beats] == [1, 2, 3]
+        watchdog.arm(BEAT_SECONDS * 10, "again")
+        watchdog.disarm()
+        time.sleep(BEAT_SECONDS * 1.5)
+    assert len(beats) == 3
+
+
 def test_a_build_file_the_store_lost_fails_the_job_instead_of_recording_a_bare_page(
     browser: ChildBrowser, store_variant: Any
 ) -> None:

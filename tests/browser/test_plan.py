@@ -4,6 +4,7 @@ a build whose preview cannot load is planned as an error in the browser's words.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -13,9 +14,9 @@ from typing import Any
 import pytest
 
 from child.browser.launch import ChildBrowser
-from child.browser.pages import open_page
 from child.browser.preview import PreviewError, read_stories
 from child.browser.site import RequestGuard, Site
+from child.browser.watchdog import BEAT_SECONDS
 from child.storybook import plan
 from child.storybook.stored import load
 from ipc.storybook import PlanResult
@@ -130,14 +131,21 @@ def test_a_preview_that_hangs_its_page_ends_at_the_deadline(
     browser: ChildBrowser, store_variant: Callable[[Callable[[Path], None]], Stored]
 ) -> None:
     hanging = store_variant(_hang_preview)
+    beats: list[float] = []
     with Site(load(hanging.artifacts, hanging.ref)) as site:
-        context, page = open_page(browser, RequestGuard(site.origin))
         started = time.monotonic()
         with pytest.raises(PreviewError) as raised:
-            read_stories(page, site.url("iframe.html"), browser.kill_renderers, timeout=2)
-        context.close()
-    assert str(raised.value) == "the preview did not describe its stories in 2 s"
-    assert time.monotonic() - started < 6
+            read_stories(
+                browser,
+                RequestGuard(site.origin),
+                site.url("iframe.html"),
+                timeout=4,
+                beat=lambda: beats.append(time.monotonic()),
+            )
+    assert str(raised.value) == "the preview did not describe its stories in 4 s"
+    assert time.monotonic() - started < 8
+    gaps = [later - earlier for earlier, later in itertools.pairwise([started, *beats])]
+    assert len(beats) >= 3 and max(gaps) < BEAT_SECONDS + 1.5, gaps
 
 
 def test_an_index_that_is_not_storybooks_is_an_error_naming_the_file(
