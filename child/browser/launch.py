@@ -165,13 +165,21 @@ def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBr
             driver = _driver()
             beat()
             browser = driver.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+        except (BrowserUnavailable, OutOfResources):
+            process.kill()
+            process.wait()
+            raise
         except BaseException as error:
             died = process.poll()  # before the kill below: did it die on its own, of a signal?
             process.kill()
             process.wait()
-            if died is not None and died < 0 and not isinstance(error, BrowserKilled):
+            tail = _tail(profile)
+            # Playwright's driver not started, or Chromium dead after it announced its port:
+            # for want of a process or a thread (a pids limit), it is the host's trouble.
+            _check_resources(f"{error}\n{tail}")
+            if died is not None and died < 0:
                 raise BrowserKilled(
-                    f"Chromium was killed by signal {-died} while it started: {_tail(profile)}"
+                    f"Chromium was killed by signal {-died} while it started: {tail}"
                 ) from error
             raise
     except BaseException:
@@ -224,9 +232,7 @@ def _wait_for_port(
         status = process.poll()
         if status is not None:
             tail = _tail(profile)
-            if any(phrase in tail for phrase in resources.RESOURCE_MESSAGES):
-                # No thread or memory for it (a pids limit): the host's trouble, not the job's.
-                raise OutOfResources(f"out of resources: Chromium could not start: {tail}")
+            _check_resources(tail)  # no thread or memory for it: the host's trouble
             if status < 0:
                 raise BrowserKilled(
                     f"Chromium was killed by signal {-status} before it was ready: {tail}"
@@ -239,6 +245,14 @@ def _wait_for_port(
                 f"Chromium did not open its DevTools port in {timeout:g} s: {_tail(profile)}"
             )
         time.sleep(0.01)
+
+
+def _check_resources(said: str) -> None:
+    """`OutOfResources` naming the line of `said` that tells of a resource refused, if any."""
+    for line in said.splitlines():
+        for part in line.split(" | "):
+            if any(phrase in part for phrase in resources.RESOURCE_MESSAGES):
+                raise OutOfResources(f"out of resources: Chromium could not start: {part.strip()}")
 
 
 def _tail(profile: Path) -> str:

@@ -26,6 +26,7 @@ RESOURCE_MESSAGES = (
     "out of memory",
     "No space left on device",
     "Too many open files",
+    "Cannot fork",  # the shell that starts Chromium (Debian's /usr/bin/chromium is a script)
 )
 
 

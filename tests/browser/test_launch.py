@@ -95,6 +95,25 @@ def test_a_browser_killed_at_every_start_gives_up_in_one_line(tmp_path: Path) ->
     assert len((tmp_path / "launches").read_text().splitlines()) == LAUNCH_TRIES
 
 
+def test_a_browser_that_dies_for_want_of_processes_after_its_port_is_the_hosts_trouble(
+    tmp_path: Path,
+) -> None:
+    """Announces a port, says it cannot fork and dies of SIGTRAP (what Debian's Chromium does
+    under a pids limit): not a browser killed (tried again), but the host's trouble."""
+    fake = tmp_path / "chromium"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'for arg in "$@"; do case "$arg" in --user-data-dir=*) profile="${arg#*=}";; esac; done\n'
+        'echo 1 > "$profile/DevToolsActivePort"\n'
+        "echo '/usr/bin/chromium: 121: Cannot fork' >&2\n"
+        "sleep 0.5\n"
+        "kill -TRAP $$\n"
+    )
+    fake.chmod(0o755)
+    with pytest.raises(OutOfResources, match="Cannot fork"):
+        launch(str(fake))
+
+
 def test_a_browser_without_threads_at_start_is_the_hosts_trouble(tmp_path: Path) -> None:
     says = "pthread_create: Resource temporarily unavailable (11)"
     with pytest.raises(OutOfResources):
