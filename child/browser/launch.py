@@ -32,12 +32,14 @@ from pathlib import Path
 
 import psutil
 import structlog
-from playwright.sync_api import Browser, Playwright, sync_playwright
+from playwright.sync_api import Browser
 
+from child.browser import driver
+from child.browser.errors import BrowserUnavailable
 from child.browser.flags import chromium_flags
 from child.browser.watchdog import BEAT_SECONDS
 from child.worker import resources
-from child.worker.resources import OutOfResources
+from child.worker.resources import OutOfResources, RefusedForks
 from ipc.storybook import configured_chromium
 
 log = structlog.get_logger(__name__)
@@ -52,10 +54,6 @@ STDERR_TAIL_CHARS = 2000
 PROFILE_PREFIX = "storyshelf-chromium-"
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)  # resolved before any fork: preexec_fn only calls it
-
-
-class BrowserUnavailable(RuntimeError):
-    """The browser cannot be started or reached; the message is one line that says why."""
 
 
 class ChromiumNotFound(BrowserUnavailable):
@@ -73,7 +71,7 @@ class ChildBrowser:
 
     process: subprocess.Popen[bytes]
     profile: Path
-    driver: Playwright
+    driver: driver.Driver
     browser: Browser
 
     @property
@@ -81,8 +79,9 @@ class ChildBrowser:
         return self.process.pid
 
     def alive(self) -> bool:
-        """Whether the browser process runs and Playwright is still connected to it."""
-        return self.process.poll() is None and self.browser.is_connected()
+        """Whether the browser process runs and Playwright is still connected to it, through a
+        driver that still runs (a browser keeps saying it is connected when the driver died)."""
+        return self.process.poll() is None and self.driver.alive() and self.browser.is_connected()
 
     def renderer_pids(self) -> list[int]:
         """The pids of the browser's renderer processes (one per page of the child, plus spares)."""
@@ -109,6 +108,25 @@ class ChildBrowser:
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
         return killed
+
+    def rescue(self) -> None:
+        """End whatever a blocked page call waits on: the renderers, or the browser itself when
+        it has none, since a call waiting for a renderer Chromium could not start (refused a
+        process under a pids limit, measured) never returns otherwise. Only signals: safe from
+        the watchdog's thread. A browser killed here is launched again by `child_browser`."""
+        if self.kill_renderers() == 0:
+            log.warning("no renderer to end; killing the browser", pid=self.pid)
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def last_resort(self) -> None:
+        """End the browser and its driver: what frees a page call still blocked after `rescue`,
+        a driver that stopped answering (its Node.js refused a thread under a pids limit,
+        measured: the call never returned, though the browser was dead). Only signals."""
+        log.warning("page call still blocked; killing the browser and its driver", pid=self.pid)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.driver.kill()
 
     def close(self) -> None:
         """Stop the browser and remove its profile (a dead browser is only cleaned up)."""
@@ -156,27 +174,34 @@ def launch(
 
 def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBrowser:
     _remove_stale_profiles()
+    refused = RefusedForks()
     profile = Path(tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-"))
     try:
         process = _start(path, profile)
         try:
             port = _wait_for_port(process, profile, timeout, beat)
             beat()
-            driver = _driver()
+            playwright = driver.current(beat)
             beat()
-            browser = driver.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
-        except (BrowserUnavailable, OutOfResources):
+            browser = playwright.playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+        except OutOfResources:
             process.kill()
             process.wait()
             raise
-        except BaseException as error:
+        except BrowserUnavailable as error:
+            process.kill()
+            process.wait()
+            refused.blame(str(error))
+            raise
+        except Exception as error:
             died = process.poll()  # before the kill below: did it die on its own, of a signal?
             process.kill()
             process.wait()
             tail = _tail(profile)
-            # Playwright's driver not started, or Chromium dead after it announced its port:
-            # for want of a process or a thread (a pids limit), it is the host's trouble.
+            # Chromium dead after it announced its port: for want of a process or a thread (a
+            # pids limit), it is the host's trouble.
             _check_resources(f"{error}\n{tail}")
+            refused.blame(f"Chromium did not start: {tail}")
             if died is not None and died < 0:
                 raise BrowserKilled(
                     f"Chromium was killed by signal {-died} while it started: {tail}"
@@ -186,7 +211,7 @@ def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBr
         shutil.rmtree(profile, ignore_errors=True)
         raise
     log.info("browser launched", pid=process.pid, executable=path, version=browser.version)
-    return ChildBrowser(process, profile, driver, browser)
+    return ChildBrowser(process, profile, playwright, browser)
 
 
 def _start(path: str, profile: Path) -> subprocess.Popen[bytes]:
@@ -264,17 +289,6 @@ def _tail(profile: Path) -> str:
     return " | ".join(lines[-5:]) or "(no output)"
 
 
-_driver_instance: Playwright | None = None
-
-
-def _driver() -> Playwright:
-    """Playwright's driver, started once per child and kept for every browser it connects to."""
-    global _driver_instance
-    if _driver_instance is None:
-        _driver_instance = sync_playwright().start()
-    return _driver_instance
-
-
 def _remove_stale_profiles() -> None:
     """Remove the profiles of children that no longer run (a killed child cannot clean up)."""
     for path in Path(tempfile.gettempdir()).glob(f"{PROFILE_PREFIX}*"):
@@ -309,8 +323,9 @@ def child_browser(beat: Callable[[], None] = lambda: None) -> ChildBrowser:
 
 
 def discard_child_browser() -> None:
-    """Stop this child's browser, if any (a test that needs a fresh one, a crash)."""
+    """Stop this child's browser and its driver, if any (a test that needs fresh ones)."""
     global _current
     if _current is not None:
         _current.close()
         _current = None
+    driver.discard()

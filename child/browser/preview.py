@@ -27,6 +27,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from child.browser.errors import first_line
 from child.browser.launch import ChildBrowser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard
@@ -119,12 +120,12 @@ def read_stories(
     beat: Callable[[], None] = lambda: None,
 ) -> PreviewStories:
     """Open a page of `browser` (the capture agent installed, `guard` on its requests), load
-    the preview at `url` in it and extract it, all within `timeout`: the watchdog kills the
-    page's renderers when it outlives it, and beats for it meanwhile (opening a page and loading
-    one block the thread that beats when Chromium is slow to start a renderer). `beat` is the
-    job's progress, also called every `BEAT_SECONDS` of waiting for the preview."""
+    the preview at `url` in it and extract it, all within `timeout`: the watchdog ends the
+    page (`ChildBrowser.rescue`) when it outlives it, and beats for it meanwhile (opening a
+    page and loading one block the thread that beats when Chromium is slow to start a
+    renderer). `beat` is the job's progress, also called every `BEAT_SECONDS` of waiting."""
     late = f"the preview did not describe its stories in {timeout:g} s"
-    with Watchdog(browser.kill_renderers, beat=beat) as watchdog:
+    with Watchdog(browser.rescue, beat=beat, last_resort=browser.last_resort) as watchdog:
         watchdog.arm(timeout, late)
         context, page = open_page(browser, guard)
         try:
@@ -160,7 +161,7 @@ def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> Pre
     except PlaywrightTimeout:
         raise PreviewError(f"the preview did not load in {timeout:g} s") from None
     except PlaywrightError as error:
-        raise PreviewError(f"the preview did not load: {_first_line(error)}") from None
+        raise PreviewError(f"the preview did not load: {first_line(error)}") from None
     if response is not None and response.status >= 400:
         raise PreviewError(f"the preview's page answered HTTP {response.status}")
     try:
@@ -170,7 +171,7 @@ def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> Pre
             f"the preview did not describe its stories in {timeout:g} s{_errors(page)}"
         ) from None
     except PlaywrightError as error:
-        raise PreviewError(f"the preview failed: {_first_line(error)}") from None
+        raise PreviewError(f"the preview failed: {first_line(error)}") from None
     if "error" in answer:
         raise PreviewError(str(answer["error"]))
     document = json.loads(answer["ok"])
@@ -191,8 +192,3 @@ def _errors(page: Page) -> str:
     except PlaywrightError:
         return ""
     return f" (first script error: {listed[0]})" if listed else ""
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__

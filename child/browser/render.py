@@ -45,6 +45,7 @@ from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, Site
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
+from child.worker.resources import RefusedForks
 from ipc.storybook import MAX_DELAY_MS, MAX_SHOTS, RENDER_CAP_SECONDS, StorySnapshot, Viewport
 
 log = structlog.get_logger(__name__)
@@ -132,7 +133,7 @@ class StoryRenderer:
         self._in_flight = 0
         self._last_activity = 0.0
         self._live: ChildBrowser | None = None
-        self._watchdog = Watchdog(self._kill_renderers, clock, beat)
+        self._watchdog = Watchdog(self._rescue, clock, beat, self._last_resort)
 
     @property
     def page(self) -> Page | None:
@@ -143,12 +144,15 @@ class StoryRenderer:
         """Render `snapshot`'s story and screenshot it; a failure is a `Capture` with `error`.
 
         A browser that cannot be launched raises (`BrowserUnavailable`, `OutOfResources`): the
-        job fails or goes back, the story is not to blame.
+        job fails or goes back, the story is not to blame. Nor is it for a failure while the
+        kernel refused forks (a renderer Chromium could not start is a page that crashed or
+        never loaded): that raises `OutOfResources` too.
         """
         started = self._clock()
         story_id = snapshot["story_id"]
         self.guard.story_id = story_id
         self._serve_failure = None
+        refused = RefusedForks()
         browser = self._browser_of()
         self._live = browser
         delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS) / 1000
@@ -159,6 +163,7 @@ class StoryRenderer:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
             self._after_failure(browser, story_id, message, broken)
+            refused.blame(f"{story_id}: {message}")
             return Capture(story_id, None, None, None, message, self._clock() - started)
         finally:
             self._watchdog.disarm()
@@ -366,10 +371,14 @@ class StoryRenderer:
             except PlaywrightError as error:
                 log.debug("closing a broken page", error=str(error).splitlines()[0])
 
-    def _kill_renderers(self) -> None:
+    def _rescue(self) -> None:
         """The watchdog's rescue, from its thread: only signals, never a call into Playwright."""
         if self._live is not None:
-            self._live.kill_renderers()
+            self._live.rescue()
+
+    def _last_resort(self) -> None:
+        if self._live is not None:
+            self._live.last_resort()
 
     def close(self) -> None:
         self._watchdog.close()

@@ -6,7 +6,8 @@ the renderer dies, and a child blocked that long is killed by the parent as stal
 whole shard. So every story runs under a deadline kept by a thread of the child's: when it
 passes, the thread kills the browser's renderers (the child has one page), the blocked call
 fails with a crash, and the story fails with the watchdog's reason. The browser itself lives
-on, and the next story gets a new page.
+on, and the next story gets a new page; only a call that waits for a renderer Chromium could
+not start, with none to kill, costs the browser (`ChildBrowser.rescue`).
 
 While a deadline is armed and not yet passed, the same thread also beats for the page (the job's
 progress, every `BEAT_SECONDS`): a page call that blocks (a navigation while Chromium cannot
@@ -34,22 +35,32 @@ log = structlog.get_logger(__name__)
 #: that the parent's stall watchdog sees a child waiting on its browser alive. A hung page gives
 #: no beat; this module's watchdog ends it.
 BEAT_SECONDS = 1.0
+#: How long after its rescue a deadline's call may still block before the last resort: within
+#: the shortest stall time a host is run with (the soak's 6 s), so that the child is not killed
+#: as hung while a second rescue can still free it.
+LAST_RESORT_SECONDS = 3.0
 
 
 class Watchdog:
-    """Calls `rescue` from its own thread when an armed deadline passes; a context manager."""
+    """Calls `rescue` from its own thread when an armed deadline passes, and `last_resort`
+    should the deadline's call still block `LAST_RESORT_SECONDS` later (not disarmed nor armed
+    again by then); a context manager."""
 
     def __init__(
         self,
         rescue: Callable[[], object],
         clock: Callable[[], float] = time.monotonic,
         beat: Callable[[], object] = lambda: None,
+        last_resort: Callable[[], object] | None = None,
     ):
         self._rescue = rescue
+        self._last_resort = last_resort
         self._clock = clock
         self._beat = beat
         self._changed = threading.Condition()
         self._deadline: float | None = None
+        #: Counts arms and disarms: the last resort is for the deadline that fired, not a later one.
+        self._generation = 0
         self._beat_at = 0.0
         self._reason = ""
         self._closed = False
@@ -65,6 +76,7 @@ class Watchdog:
         """Rescue in `seconds` unless disarmed or armed again before; `fired` is cleared."""
         with self._changed:
             self._deadline = self._clock() + seconds
+            self._generation += 1
             self._beat_at = self._clock() + BEAT_SECONDS
             self._reason = reason
             self.fired = None
@@ -73,6 +85,7 @@ class Watchdog:
     def disarm(self) -> None:
         with self._changed:
             self._deadline = None
+            self._generation += 1
             self._changed.notify()
 
     def _watch(self) -> None:
@@ -91,8 +104,21 @@ class Watchdog:
                     return
                 self._deadline = None
                 self.fired = self._reason
-            log.warning("page overran its deadline, renderers killed", reason=self.fired)
+                fired = self._generation
+            log.warning("deadline passed, rescuing", reason=self.fired)
             self._rescue()
+            if self._last_resort is not None and self._still_blocked(fired):
+                log.warning("still blocked after the rescue; the last resort", reason=self.fired)
+                self._last_resort()
+
+    def _still_blocked(self, fired: int) -> bool:
+        """Whether `LAST_RESORT_SECONDS` pass with the deadline of generation `fired` neither
+        disarmed nor armed again."""
+        until = self._clock() + LAST_RESORT_SECONDS
+        with self._changed:
+            while not self._closed and self._generation == fired and self._clock() < until:
+                self._changed.wait(until - self._clock())
+            return not self._closed and self._generation == fired
 
     def _beat_for_the_page(self) -> None:
         """Beat, under the lock: once `disarm` returns no beat of the story is on its way."""

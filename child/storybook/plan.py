@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from playwright.sync_api import Error as PlaywrightError
 
+from child.browser.errors import first_line
 from child.browser.launch import child_browser
 from child.browser.preview import PreviewError, read_stories
 from child.browser.site import RequestGuard, Site
 from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
+from child.worker.resources import RefusedForks
 from ipc.storybook import PlanResult
 from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, read_index_file
 
@@ -50,13 +53,18 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     with Site(build) as site:
         browser = child_browser(beat)
         progress({"entries": len(entries), "browser": True})
+        refused = RefusedForks()  # a page that crashed while forks were refused: not the build's
         try:
             described = read_stories(
                 browser, RequestGuard(site.origin), site.url("iframe.html"), beat=beat
             )
         except PreviewError as error:
+            refused.blame(f"the Storybook preview did not load: {error}")
             log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
             return _failed(f"the Storybook preview did not load: {error}")
+        except PlaywrightError as error:
+            refused.blame(f"the Storybook preview did not load: {first_line(error)}")
+            raise
     progress({"entries": len(entries), "stories": len(described.stories)})
     result = plan_snapshots(entries, described.stories, described.initial_globals)
     log.info(

@@ -7,26 +7,33 @@ each time the next story must still be captured.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import ServeFailed, StoryRenderer
 from child.browser.site import Site
-from child.browser.watchdog import BEAT_SECONDS, Watchdog
+from child.browser.watchdog import BEAT_SECONDS, LAST_RESORT_SECONDS, Watchdog
 from child.storybook import capture
 from child.storybook.stored import load
 from child.worker.resources import OutOfResources
 from ipc.storybook import RENDER_CAP_SECONDS
 from tests.browser.conftest import Stored, capture_payload, snapshot
+from tests.cgroups import confine, pids_cgroup
+from tests.chromium import require_chromium
 
 HANG = "example-hang--main-thread-hang"
 NEXT = "example-button--primary"
@@ -110,6 +117,27 @@ def test_the_watchdog_rescues_once_past_its_deadline_and_never_when_disarmed() -
         assert watchdog.fired is None and len(rescued) == 1
 
 
+def test_the_watchdog_takes_its_last_resort_only_while_the_call_still_blocks() -> None:
+    """A rescue that did not free the call (a driver that stopped answering) is followed by the
+    last resort; a call the rescue freed (disarmed meanwhile) is not."""
+    calls: list[tuple[str, float]] = []
+    with Watchdog(
+        lambda: calls.append(("rescue", time.monotonic())),
+        last_resort=lambda: calls.append(("last resort", time.monotonic())),
+    ) as watchdog:
+        armed = time.monotonic()
+        watchdog.arm(0.05, "late")
+        time.sleep(LAST_RESORT_SECONDS + 0.5)  # still blocked
+        assert [what for what, _ in calls] == ["rescue", "last resort"]
+        assert calls[1][1] - armed >= LAST_RESORT_SECONDS
+        calls.clear()
+        watchdog.arm(0.05, "freed")
+        time.sleep(0.3)
+        watchdog.disarm()  # the rescue freed the call
+        time.sleep(LAST_RESORT_SECONDS + 0.3)
+        assert [what for what, _ in calls] == ["rescue"]
+
+
 def test_the_watchdog_beats_while_armed_and_stops_at_its_deadline_or_disarm() -> None:
     """The thread blocked in a page call cannot beat: the watchdog does, until the deadline
     that will end the call, and never after it or once disarmed."""
@@ -182,3 +210,97 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
         captured = renderer.take(snapshot(NEXT))
     assert captured.error is None and captured.png is not None
     assert browser.alive()
+
+
+#: Renders a story, kills its renderers (the next take fails on the crashed page and closes it),
+#: then, once told to, renders it again: that needs a new renderer forked, which a pids limit
+#: set meanwhile refuses.
+RENDERER_HOLDER = """
+import json, sys
+from pathlib import Path
+from child.browser.launch import child_browser
+from child.browser.render import StoryRenderer
+from child.browser.site import Site
+from child.storybook.stored import load
+from child.worker.resources import OutOfResources
+from tests.browser.conftest import snapshot
+artifacts, ref = sys.argv[1], json.loads(sys.argv[2])
+with Site(load(Path(artifacts), ref)) as site, StoryRenderer(site, cap_seconds=6) as renderer:
+    first = renderer.take(snapshot(sys.argv[3]))
+    child_browser().kill_renderers()
+    crashed = renderer.take(snapshot(sys.argv[3]))  # the story's own failure: no limit yet
+    print("said:", "ready" if first.error is None and crashed.error else "no crash", flush=True)
+    sys.stdin.readline()
+    try:
+        again = renderer.take(snapshot(sys.argv[3]))
+    except OutOfResources as error:
+        print("said: OutOfResources", error, flush=True)
+    else:
+        print("said:", "captured" if again.error is None else f"failed: {again.error}", flush=True)
+"""
+
+
+#: How long the renderer's forks are refused: as the soak refuses them, for a few seconds.
+REFUSED_SECONDS = 3.0
+
+
+def _said(holder: subprocess.Popen[str]) -> str:
+    """The holder's next line that is not a log line."""
+    assert holder.stdout is not None
+    while line := holder.stdout.readline():
+        if line.startswith("said: "):
+            return line.removeprefix("said: ").strip()
+    return "(exited)"
+
+
+def test_a_story_whose_renderer_the_pids_limit_refused_is_the_hosts_trouble(
+    stored: Stored,
+) -> None:
+    """Chromium refused a renderer shows only as a page that crashed or never loaded; the
+    kernel's count of refused forks tells it apart, and the job is given back instead of the
+    story failing for good (the soak's forks-refused fault, "results equal calm")."""
+    require_chromium()
+    root = Path(__file__).resolve().parents[2]
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            RENDERER_HOLDER,
+            str(stored.artifacts),
+            json.dumps(stored.ref),
+            NEXT,
+        ],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdin is not None
+        assert _said(holder) == "ready"
+        with pids_cgroup("renderer") as group:
+            tree = [holder.pid, *(p.pid for p in psutil.Process(holder.pid).children(True))]
+            for pid in tree:
+                confine(group, pid, "max")
+            (group / "pids.max").write_text((group / "pids.current").read_text().strip())
+            holder.stdin.write("go\n")
+            holder.stdin.flush()
+            time.sleep(REFUSED_SECONDS)
+            (group / "pids.max").write_text("max")
+            said = _said(holder)
+    finally:
+        with contextlib.suppress(OSError):
+            os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    # Chromium either reports the page crashed, or leaves the call waiting for a renderer (and
+    # its driver, refused threads too, stuck) until the watchdog's rescue and last resort.
+    assert said.startswith("OutOfResources out of resources: the pids limit refused "), said
+    assert said.endswith(
+        (
+            f"{NEXT}: the page crashed while rendering the story",
+            f"{NEXT}: did not finish rendering in 6 s",
+        )
+    ), said
