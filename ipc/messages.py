@@ -11,6 +11,7 @@ or `Unable` when it ran out of threads, memory or disk: the host's trouble, not 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import types
 import typing
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ from typing import Any, ClassVar, Literal
 
 #: Bumped whenever a message changes shape; a child of another version is refused.
 PROTOCOL_VERSION = 2
+#: The signal a child answers by writing every thread's Python stack to its stderr (the host's
+#: log): sent to a child about to be killed as hung, so that the log says where it was stuck.
+STACK_DUMP_SIGNAL = signal.SIGUSR1
 
 
 class ProtocolError(Exception):

@@ -21,6 +21,7 @@ its main thread writes, and two frames must never interleave.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import select
 import signal
@@ -36,6 +37,7 @@ from child.worker.resources import OutOfResources
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode
 from ipc.messages import (
     PROTOCOL_VERSION,
+    STACK_DUMP_SIGNAL,
     TO_CHILD,
     Accepted,
     Cancel,
@@ -138,6 +140,7 @@ def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
     """The child's loop; never returns."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when children stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)  # C-level: works while stuck
     engine, engine_error = check_engine()
     channel = Channel(sock)
     channel.send(

@@ -22,7 +22,14 @@ import structlog
 
 from ipc.forkserver import ForkServerError, ForkServerGone
 from ipc.framing import FrameReader, encode
-from ipc.messages import TO_PARENT, Hello, ProtocolError, ToChild, ToParent
+from ipc.messages import (
+    STACK_DUMP_SIGNAL,
+    TO_PARENT,
+    Hello,
+    ProtocolError,
+    ToChild,
+    ToParent,
+)
 from supervisor.host.deaths import Kill, KillReason
 from supervisor.host.forkserver import ForkServer, StartingForkServer
 
@@ -36,6 +43,9 @@ JOBS_SENT_AT_ONCE = 32
 #: below the socket's buffer (~90 KiB of small frames here), so the parent's send never blocks
 #: on a child that reads only between jobs. A bigger job waits here until the child is free.
 SEND_AHEAD_FRAME_BYTES = 2048
+#: How long a hung child is given to write its stacks before it is killed: once per hang, the
+#: loop's only wait on a child.
+STACK_DUMP_SECONDS = 0.1
 
 
 @dataclass(eq=False)
@@ -229,12 +239,20 @@ class Pool:
                 return messages
 
     def kill(self, child: Child, reason: KillReason, detail: str | None = None) -> None:
-        """SIGKILL the child's whole process group; its death will be read with the reason."""
+        """SIGKILL the child's whole process group; its death will be read with the reason.
+
+        A child killed as hung is first asked for its threads' stacks (`STACK_DUMP_SIGNAL`),
+        given `STACK_DUMP_SECONDS` to write them: without them a hang's cause is a guess.
+        """
         if child.killed is None:
             child.killed = Kill(reason, detail)
             log.warning(
                 "killing child", child_pid=child.pid, reason=child.killed.cause, job_id=child.job_id
             )
+            if reason == "hung" and child.hello is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, STACK_DUMP_SIGNAL)
+                    time.sleep(STACK_DUMP_SECONDS)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,10 +73,13 @@ def test_job_that_keeps_crashing_is_failed_while_others_complete(
 
 def test_a_hung_child_is_killed_after_the_stall_time(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "hang", {}, max_attempts=10)
-    start_host(*FAST, "--max-crashes", "2")
+    host = start_host(*FAST, "--max-crashes", "2")
     row = ended(engine, job_id, timeout=40)
     assert row["status"] == "failed"
     assert row["error"] == "hang kept crashing its worker: hung (no progress for 3 s) x2"
+    # Before the kill, the child wrote where it hung: each thread's stack, into the host's log.
+    log = host.log_path.read_text()
+    assert len(re.findall(r'tests/kinds\.py", line \d+ in _hang', log)) == 2, log[-3000:]
 
 
 def test_garbled_frame_kills_the_child_and_counts_a_crash(
