@@ -331,6 +331,10 @@ class HostRun:
         while not self.started and self.process.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
 
+    def jobs_finished(self) -> int:
+        """How many jobs it ended (its log's `job finished` events): the work its CPU paid for."""
+        return sum(1 for event in self.events() if event.get("event") == "job finished")
+
     def events(self) -> Iterator[dict[str, Any]]:
         for line in self.log_path.read_text(errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError):
@@ -1469,6 +1473,11 @@ def hosts_exit_only_when_told(evidence: Evidence) -> list[str]:
 #: the others' median is no yardstick: a host whose forks are refused does almost nothing,
 #: and the shifted host then does its share of the work).
 CPU_RATE_FACTOR, CPU_RATE_SLACK = 3.0, 0.1
+#: ... and, since a host that ends more jobs spends more, this many times the busiest other
+#: host's CPU seconds per job it finished, plus these seconds a job (a shifted host that ended
+#: 77 jobs in its 8 s of life spent 0.16 s/s against the others' 0.03, at 17 ms a job against
+#: their 36: busy, not spinning).
+CPU_PER_JOB_SLACK = 0.05
 #: Hosts watched for less than this are too short-lived to compare.
 MIN_CPU_OBSERVED_SECONDS = 5.0
 #: The shift seen in a host's log may differ from the one asked for by this much.
@@ -1478,19 +1487,25 @@ SHIFT_TOLERANCE_SECONDS = 10.0
 def shifted_clock_changes_nothing(evidence: Evidence) -> list[str]:
     """A host whose wall clock is off decides nothing by it (every due, expired and backoff
     decision is the database's): it does not spin, spending no more CPU than the busiest of
-    the others. Its log shows the shift took effect: its last event's time minus the log file's
+    the others, by the second or, when it did more of the work, by the job it finished. Its log shows the shift took effect: its last event's time minus the log file's
     modification time (the kernel's clock); a host killed before it logged anything shows
     nothing, and is not judged by it."""
     broken = []
     rates = {host.pid: host.cpu_rate() for host in evidence.round.hosts}
+    jobs = {host.pid: host.jobs_finished() for host in evidence.round.hosts}
+
+    def per_job(pid: int, rate: tuple[float, float]) -> float:
+        return rate[0] * rate[1] / max(1, jobs[pid])
+
     others = [
-        rate
+        (rate[0], per_job(host.pid, rate))
         for host in evidence.round.hosts
         if host.clock is None
         and (rate := rates[host.pid]) is not None
         and rate[1] >= MIN_CPU_OBSERVED_SECONDS
     ]
-    usual = max(rate for rate, _seconds in others) if others else None
+    usual = max(rate for rate, _per_job in others) if others else None
+    usual_per_job = max(cost for _rate, cost in others) if others else None
     for host in evidence.round.hosts:
         if host.clock is None:
             continue
@@ -1498,12 +1513,18 @@ def shifted_clock_changes_nothing(evidence: Evidence) -> list[str]:
         if seen is not None and abs(seen - host.clock.seconds) > SHIFT_TOLERANCE_SECONDS:
             broken.append(f"host {host.pid}: asked {host.clock.seconds:+d} s, its log shows {seen}")
         rate = rates[host.pid]
-        if rate is None or usual is None or rate[1] < MIN_CPU_OBSERVED_SECONDS:
+        if rate is None or usual is None or usual_per_job is None:
             continue
-        if rate[0] > max(CPU_RATE_FACTOR * usual, usual + CPU_RATE_SLACK):
+        if rate[1] < MIN_CPU_OBSERVED_SECONDS:
+            continue
+        cost = per_job(host.pid, rate)
+        if rate[0] > max(CPU_RATE_FACTOR * usual, usual + CPU_RATE_SLACK) and cost > max(
+            CPU_RATE_FACTOR * usual_per_job, usual_per_job + CPU_PER_JOB_SLACK
+        ):
             broken.append(
                 f"host {host.pid} ({host.clock.seconds:+d} s) spent {rate[0]:.2f} CPU s/s over "
-                f"{rate[1]:.0f} s; the busiest other host {usual:.2f}"
+                f"{rate[1]:.0f} s, {cost * 1000:.0f} ms for each of its {jobs[host.pid]} jobs; "
+                f"the busiest other host {usual:.2f} s/s, {usual_per_job * 1000:.0f} ms a job"
             )
     return broken
 
