@@ -55,8 +55,7 @@ class Driver:
         """SIGKILL the driver's process: every call waiting on it then fails. Only a signal, so
         safe from a watchdog's thread."""
         if self.pid is not None:
-            with contextlib.suppress(OSError):
-                os.kill(self.pid, signal.SIGKILL)
+            _kill({self.pid})
 
     def stop(self) -> None:
         """End the connection, and the process should it outlive it (a dead driver's too)."""

@@ -181,9 +181,9 @@ def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBr
         try:
             port = _wait_for_port(process, profile, timeout, beat)
             beat()
-            playwright = driver.current(beat)
+            child_driver = driver.current(beat)
             beat()
-            browser = playwright.playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+            browser = child_driver.playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
         except OutOfResources:
             process.kill()
             process.wait()
@@ -211,7 +211,7 @@ def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBr
         shutil.rmtree(profile, ignore_errors=True)
         raise
     log.info("browser launched", pid=process.pid, executable=path, version=browser.version)
-    return ChildBrowser(process, profile, playwright, browser)
+    return ChildBrowser(process, profile, child_driver, browser)
 
 
 def _start(path: str, profile: Path) -> subprocess.Popen[bytes]:

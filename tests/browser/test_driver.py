@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,8 +16,8 @@ from child.browser.errors import BrowserUnavailable
 from child.browser.launch import child_browser, discard_child_browser
 from tests.cgroups import confine, pids_cgroup
 from tests.chromium import require_chromium
+from tests.scripts import start_script
 
-ROOT = Path(__file__).resolve().parents[2]
 #: Starts a driver once told to on stdin, and says how it went in one line.
 STARTER = """
 import sys
@@ -95,15 +93,7 @@ def test_a_driver_refused_its_processes_or_threads_is_the_hosts_trouble(spare: i
     the driver's Node.js, asyncio's thread that waits for it; then Node.js's own threads, which it
     asserts on (`uv_thread_create`) and dies. Whichever is refused, the job is given back."""
     with pids_cgroup(f"driver-{spare}") as group:
-        starter = subprocess.Popen(
-            [sys.executable, "-c", STARTER],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
+        starter = start_script(STARTER)
         try:
             assert starter.stdin is not None and starter.stdout is not None
             assert starter.stdout.readline().strip() == "ready"

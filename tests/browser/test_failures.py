@@ -13,11 +13,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -34,6 +32,7 @@ from ipc.storybook import RENDER_CAP_SECONDS
 from tests.browser.conftest import Stored, capture_payload, snapshot
 from tests.cgroups import confine, pids_cgroup
 from tests.chromium import require_chromium
+from tests.scripts import start_script
 
 HANG = "example-hang--main-thread-hang"
 NEXT = "example-button--primary"
@@ -260,23 +259,8 @@ def test_a_story_whose_renderer_the_pids_limit_refused_is_the_hosts_trouble(
     kernel's count of refused forks tells it apart, and the job is given back instead of the
     story failing for good (the soak's forks-refused fault, "results equal calm")."""
     require_chromium()
-    root = Path(__file__).resolve().parents[2]
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            RENDERER_HOLDER,
-            str(stored.artifacts),
-            json.dumps(stored.ref),
-            NEXT,
-        ],
-        cwd=root,
-        env={**os.environ, "PYTHONPATH": str(root)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
+    holder = start_script(
+        RENDERER_HOLDER, str(stored.artifacts), json.dumps(stored.ref), NEXT, new_session=True
     )
     try:
         assert holder.stdin is not None
