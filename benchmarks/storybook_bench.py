@@ -28,11 +28,13 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from child.artifacts.access import for_job  # noqa: E402
 from child.browser.launch import child_browser  # noqa: E402
 from child.browser.render import StoryRenderer, Switch  # noqa: E402
 from child.browser.site import Site  # noqa: E402
 from child.storybook import plan  # noqa: E402
 from child.storybook.stored import load  # noqa: E402
+from ipc.artifacts.folder import FolderStore  # noqa: E402
 from ipc.framing import recv_message, send_message  # noqa: E402
 from ipc.messages import TO_PARENT, Done, Failed, Hello, Run, Stop  # noqa: E402
 from ipc.storybook import StorybookRef, StorySnapshot  # noqa: E402
@@ -63,7 +65,7 @@ def time_switches(
     child_browser()
     for _ in range(runs):
         for switch in ("channel", "reload"):
-            with Site(load(artifacts, ref)) as site, StoryRenderer(site, switch=switch) as renderer:
+            with Site(load(for_job(str(artifacts)), ref)) as site, StoryRenderer(site, switch=switch) as renderer:
                 for shot in shots:
                     taken = renderer.take(shot)
                     assert taken.error is None or "broken" in shot["story_id"], taken.error
@@ -127,7 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         artifacts = Path(folder)
-        ref = store_storybook(artifacts, FIXTURE).ref
+        ref = store_storybook(FolderStore(artifacts), FIXTURE).ref
         child_memory(artifacts, ref)  # first: the fork server must not inherit a browser
         shots = planned(artifacts, ref)
         time_switches(artifacts, ref, shots, args.runs)

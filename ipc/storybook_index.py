@@ -110,23 +110,30 @@ def read_index_file(folder: Path) -> list[IndexEntry]:
 
 def _read(path: Path) -> list[IndexEntry]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise IndexProblem(f"{path}: cannot be read: {error.strerror or error}") from None
+    return parse_index_bytes(data, str(path))
+
+
+def parse_index_bytes(data: bytes, name: str) -> list[IndexEntry]:
+    """The entries of the index file `name` whose bytes are `data`; refusals name `name`."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise IndexProblem(f"{path}: not UTF-8 text (byte {error.start})") from None
+        raise IndexProblem(f"{name}: not UTF-8 text (byte {error.start})") from None
     try:
         document = json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
     except json.JSONDecodeError as error:
         raise IndexProblem(
-            f"{path}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+            f"{name}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None
     except IndexProblem as problem:
-        raise IndexProblem(f"{path}: {problem}") from None
+        raise IndexProblem(f"{name}: {problem}") from None
     try:
         return parse_index(document)
     except IndexProblem as problem:
-        raise IndexProblem(f"{path}: {problem}") from None
+        raise IndexProblem(f"{name}: {problem}") from None
 
 
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from typing import Any, Literal, TypeVar, get_args
 import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
+from ipc.artifacts.folder import FolderStore
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.report import REPORTS_FOLDER, report_path
@@ -402,7 +403,7 @@ def run_to_end(url: str, artifacts: Path, logs: Path, options: list[str]) -> Non
 def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
     if build.source == "storybook":
         return upload_storybook(engine, artifacts, build, shards)
-    images = store_images(artifacts, build.folder)
+    images = store_images(FolderStore(artifacts), build.folder)
 
     def enqueue(conn: Connection) -> int:
         queued = enqueue_build(
@@ -419,7 +420,7 @@ def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) ->
 
 
 def upload_storybook(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
-    stored = store_storybook(artifacts, build.folder)
+    stored = store_storybook(FolderStore(artifacts), build.folder)
 
     def enqueue(conn: Connection) -> int:
         queued = enqueue_storybook(
@@ -1110,7 +1111,7 @@ class Round:
         build_id, commit = self.targets.choice(open_builds)
         running = self.running_jobs(build_id=build_id)
         try:
-            retrying(self.engine, lambda conn: cancel_build(conn, build_id, self.artifacts))
+            retrying(self.engine, lambda conn: cancel_build(conn, build_id))
         except OSError as error:  # the build's report could not be written: a view failed a write
             self.view_errors.append(f"cancel of build {build_id} failed: {error!r}")
             return f"build {build_id} (refused: {error!r})", tuple(running)

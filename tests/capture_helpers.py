@@ -16,6 +16,8 @@ import structlog
 from sqlalchemy import Engine
 
 from child.capture import shard as capture
+from ipc.artifacts.location import open_store
+from ipc.artifacts.store import ArtifactStore
 from supervisor.builds import capture as capture_kind
 from supervisor.builds import uploads
 from supervisor.builds.report import publish_report
@@ -26,17 +28,24 @@ from supervisor.db.connection import transaction
 
 LEASE_SECONDS = 60.0
 
+#: Where a test's artifacts are: a store, or a folder (the embedded default's store).
+Artifacts = ArtifactStore | Path
+
+
+def as_store(artifacts: Artifacts) -> ArtifactStore:
+    return open_store(artifacts) if isinstance(artifacts, Path) else artifacts
+
 
 def upload(
     engine: Engine,
-    artifacts: Path,
+    artifacts: Artifacts,
     folder: Path,
     *,
     project: str = "web",
     branch: str = "main",
     shards: int = 1,
 ) -> uploads.QueuedBuild:
-    images = uploads.store_images(artifacts, folder)
+    images = uploads.store_images(as_store(artifacts), folder)
     with transaction(engine) as conn:
         return uploads.enqueue_build(
             conn, project=project, branch=branch, images=images, shards=shards
@@ -48,25 +57,25 @@ def claim(engine: Engine, limit: int = 100, host: str = "test-host") -> list[que
         return queue.claim(conn, host, limit, LEASE_SECONDS)
 
 
-def prepare(engine: Engine, job: queue.Job, artifacts: Path) -> dict[str, Any]:
+def prepare(engine: Engine, job: queue.Job, artifacts: Artifacts) -> dict[str, Any]:
     with transaction(engine) as conn:
-        return capture_kind.prepare(conn, job, artifacts)
+        return capture_kind.prepare(conn, job, as_store(artifacts))
 
 
-def settle(engine: Engine, job: queue.Job, result: Any, artifacts: Path) -> bool:
+def settle(engine: Engine, job: queue.Job, result: Any, artifacts: Artifacts) -> bool:
     """Ack and record in one transaction, then write the report of a build that ended, as the
     host does; False (and nothing written) when lost."""
     with engine.connect() as conn, conn.begin() as tx:
         if not queue.ack(conn, job.lease):
             tx.rollback()
             return False
-        closed = capture_kind.record(conn, job, result, artifacts)
+        closed = capture_kind.record(conn, job, result)
     if closed == "finalized":
-        publish_report(engine, job.data["build_id"], artifacts)
+        publish_report(engine, job.data["build_id"], as_store(artifacts))
     return True
 
 
-def run_jobs(engine: Engine, artifacts: Path) -> None:
+def run_jobs(engine: Engine, artifacts: Artifacts) -> None:
     """Claim every due job and run it to its end, one after another."""
     for job in claim(engine):
         payload = prepare(engine, job, artifacts)
@@ -74,7 +83,9 @@ def run_jobs(engine: Engine, artifacts: Path) -> None:
         assert settle(engine, job, result, artifacts)
 
 
-def run_build(engine: Engine, artifacts: Path, folder: Path, **options: Any) -> uploads.QueuedBuild:
+def run_build(
+    engine: Engine, artifacts: Artifacts, folder: Path, **options: Any
+) -> uploads.QueuedBuild:
     queued = upload(engine, artifacts, folder, **options)
     run_jobs(engine, artifacts)
     return queued

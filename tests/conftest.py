@@ -3,6 +3,8 @@
 PostgreSQL is a throwaway server started once per session (see `tests.postgres_server`), unless
 `STORYSHELF_TEST_DATABASE_URL` names one. Without PostgreSQL the PostgreSQL cases are skipped
 on a developer's machine; with `CI=true` they fail instead, so CI can never go green without it.
+The S3-compatible object store is the same: a throwaway SeaweedFS (`tests.object_store_server`)
+unless `STORYSHELF_TEST_S3_ENDPOINT` names one, skipped without `weed`, failing in CI.
 """
 
 from __future__ import annotations
@@ -15,9 +17,17 @@ import pytest
 import structlog
 from sqlalchemy import Engine, text
 
+from ipc.artifacts.store import ArtifactStore
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import metadata
+from tests.artifact_stores import STORE_KINDS, StoreKind, new_store
+from tests.object_store_server import (
+    ENDPOINT_VARIABLE,
+    ExternalObjectStore,
+    ObjectStore,
+    own_server,
+)
 from tests.postgres_server import PostgresNotFound, TemporaryPostgres
 
 URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"
@@ -46,6 +56,30 @@ def postgres_server() -> Iterator[TemporaryPostgres | None]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store_server() -> Iterator[ObjectStore]:
+    """The session's own SeaweedFS; the store `STORYSHELF_TEST_S3_ENDPOINT` names, when set.
+
+    The external store's credentials and region come from the standard AWS variables, its
+    bucket from `STORYSHELF_TEST_S3_BUCKET` (made if missing); tests isolate by bucket or prefix.
+    """
+    if os.environ.get(ENDPOINT_VARIABLE):
+        yield ExternalObjectStore.from_environment()
+        return
+    yield from own_server()
+
+
+@pytest.fixture(params=STORE_KINDS)
+def store(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> ArtifactStore:
+    """An empty artifact store of each kind, a folder and a bucket (`tests.artifact_stores`);
+    the object store is started only for the bucket's case."""
+    kind: StoreKind = request.param
+    server = request.getfixturevalue("object_store_server") if kind == "s3" else None
+    return new_store(kind, tmp_path, monkeypatch, server)
 
 
 @pytest.fixture(scope="session")

@@ -51,9 +51,19 @@ class HostProcess:
     """One `python -m supervisor run`, logging JSON to a file."""
 
     def __init__(
-        self, database_url: str, artifacts: Path, *options: str, plugins: str = "tests.kinds"
+        self,
+        database_url: str,
+        artifacts: Path | str,
+        *options: str,
+        plugins: str = "tests.kinds",
+        workdir: Path | None = None,
     ) -> None:
-        self.log_path = artifacts.parent / f"host-{time.monotonic_ns()}.log"
+        """A host on `artifacts` (a folder, or a bucket's `s3://` location), its log and its
+        cache in `workdir` (by default the artifacts folder's parent): one of its own, as a
+        host on its own machine has."""
+        workdir = workdir or Path(artifacts).parent
+        started = time.monotonic_ns()
+        self.log_path = workdir / f"host-{started}.log"
         env = {
             **os.environ,
             "STORYSHELF_PLUGINS": plugins,
@@ -62,7 +72,8 @@ class HostProcess:
         }
         command = [
             sys.executable, "-m", "supervisor", "run",
-            "--database-url", database_url, "--artifacts", str(artifacts), *options,
+            "--database-url", database_url, "--artifacts", str(artifacts),
+            "--cache-dir", str(workdir / f"cache-{started}"), *options,
         ]  # fmt: skip
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
@@ -114,12 +125,14 @@ class HostProcess:
 StartHost = Callable[..., HostProcess]
 
 
-def hosts(database_url: str, artifacts: Path) -> Iterator[Callable[..., HostProcess]]:
+def hosts(
+    database_url: str, artifacts: Path | str, workdir: Path | None = None
+) -> Iterator[Callable[..., HostProcess]]:
     """A factory of hosts that are all killed at the end of the test."""
     started: list[HostProcess] = []
 
     def start(*options: str, plugins: str = "tests.kinds") -> HostProcess:
-        host = HostProcess(database_url, artifacts, *options, plugins=plugins)
+        host = HostProcess(database_url, artifacts, *options, plugins=plugins, workdir=workdir)
         started.append(host)
         return host
 

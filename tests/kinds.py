@@ -23,7 +23,7 @@ from supervisor.builds.reduce import ReduceOutcome
 from supervisor.db.queue import Job
 
 
-def _with_attempt(_conn: object, job: Job, _artifacts: Path) -> Payload:
+def _with_attempt(_conn: object, job: Job, _store: object) -> Payload:
     return {**job.data, "attempt": job.attempt}
 
 
@@ -35,11 +35,11 @@ def _accepts(data: Any) -> bool:
 HUGE_PAYLOAD_BYTES = 17 * 2**20
 
 
-def _huge_payload(_conn: object, job: Job, _artifacts: Path) -> Payload:
+def _huge_payload(_conn: object, job: Job, _store: object) -> Payload:
     return {**job.data, "padding": "x" * HUGE_PAYLOAD_BYTES}
 
 
-def _close_badly(_conn: object, job: Job, error: str, _artifacts: Path) -> ReduceOutcome:
+def _close_badly(_conn: object, job: Job, error: str) -> ReduceOutcome:
     """A kind's bookkeeping that raises, as a bug in it would."""
     raise RuntimeError(f"bookkeeping of job {job.id} broke")
 

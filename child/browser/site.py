@@ -31,8 +31,9 @@ from urllib.parse import unquote, urlsplit
 import structlog
 from playwright.sync_api import Page, Route
 
-from child.storybook.stored import StoredBuild
+from child.storybook.stored import StoredBuild, StorybookProblem
 from child.worker.resources import OutOfResources
+from ipc.artifacts.store import StoreError
 
 log = structlog.get_logger(__name__)
 
@@ -158,8 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         if relative == "" or relative.endswith("/"):
             relative += "index.html"
         digest = self.build.files.get(relative)
-        stored = self.build.path_of(relative)
-        if digest is None or stored is None:
+        if digest is None:
             log.debug("not in the build", path=relative)
             self._empty(HTTPStatus.NOT_FOUND)
             return
@@ -168,11 +168,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._empty(HTTPStatus.NOT_MODIFIED, etag)
             return
         try:
-            file = stored.open("rb")
-        except OSError:
-            # The build lists it: the store lost it, which is no fault of the story's. A 5xx
-            # tells the page's renderer (`child.browser.render`) not to record the capture.
-            log.warning("a file of the build is missing from the artifacts", path=relative)
+            file = self.build.open(relative)
+        except (OSError, StorybookProblem, StoreError) as error:
+            # The build lists it: the store lost it or does not answer, which is no fault of
+            # the story's. A 5xx tells the page's renderer (`child.browser.render`) not to
+            # record the capture.
+            log.warning("a file of the build cannot be read", path=relative, error=str(error))
             self._empty(HTTPStatus.INTERNAL_SERVER_ERROR)
             return
         with file:

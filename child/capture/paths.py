@@ -12,13 +12,10 @@ again for every path, the checks alone cost more than settling a byte-identical 
 
 from __future__ import annotations
 
-import ntpath
 import os
 from pathlib import Path
 
-
-class UnsafePath(ValueError):
-    """A job path that would leave the artifacts root (the message says how)."""
+from ipc.artifacts.keys import UnsafeKey, check_key
 
 
 class ArtifactsRoot:
@@ -31,20 +28,10 @@ class ArtifactsRoot:
         self._inside = self._real.rstrip(os.sep) + os.sep
 
     def resolve(self, relative: str) -> Path:
-        """`relative` as a real path inside the root, links followed; `UnsafePath` if it
+        """`relative` as a real path inside the root, links followed; `UnsafeKey` if it
         leaves it."""
-        if not relative:
-            raise UnsafePath("empty path")
-        if relative.startswith("/") or ntpath.isabs(relative):
-            raise UnsafePath(f"{relative}: absolute paths are refused")
-        if ".." in relative.replace("\\", "/").split("/"):
-            raise UnsafePath(f"{relative}: '..' is refused")
-        target = os.path.realpath(os.path.join(self._real, relative))
+        target = os.path.realpath(os.path.join(self._real, check_key(relative)))
         if target != self._real and not target.startswith(self._inside):
-            raise UnsafePath(f"{relative}: links outside the artifacts folder")
+            raise UnsafeKey(f"{relative}: links outside the artifacts folder")
         return Path(target)
 
-
-def resolve_under(root: Path, relative: str) -> Path:
-    """`relative` as a real path inside `root`, links followed; `UnsafePath` if it leaves it."""
-    return ArtifactsRoot(root).resolve(relative)

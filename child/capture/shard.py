@@ -1,12 +1,13 @@
 """The child's side of a `capture` job: compare each snapshot of a shard with its baseline.
 
-The payload (built by `supervisor.builds.capture.prepare`) carries all this needs: the artifacts
-root, the diff options, the folder for diff images, and each snapshot with its baseline's path
-and SHA-256. A payload that names a Storybook build (`"storybook"`) is one capture kind too: its
+The payload (built by `supervisor.builds.capture.prepare`) carries all this needs: the artifact
+store (read through `child.artifacts`), the diff options, the folder for diff images, and each
+snapshot with its baseline's key and SHA-256. A payload that names a Storybook build (`"storybook"`) is one capture kind too: its
 snapshots are stories, rendered in the browser first (`child.storybook.capture`). One bad
-snapshot (a damaged image, a path that leaves the artifacts root) fails only itself, so a shard
-always returns a result for every snapshot; only a broken payload or a native crash fails the
-job.
+snapshot (a damaged image, a path that leaves the artifacts root, an image missing from the
+store or not of its digest) fails only itself, so a shard always returns a result for every
+snapshot; only a broken payload, a store that does not answer (the job is retried) or a native
+crash fails the job.
 """
 
 from __future__ import annotations
@@ -18,12 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import pyvips
+import structlog
 
+from child.artifacts.access import JobArtifacts, for_job
+from child.cache.content import HashMismatch
 from child.capture.header import png_size
-from child.capture.paths import ArtifactsRoot, UnsafePath
 from child.diff.compare import DiffOptions, ImageError, compare, probe
 from child.worker import resources
+from ipc.artifacts.keys import UnsafeKey
+from ipc.artifacts.store import ArtifactMissing
 from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
+
+log = structlog.get_logger(__name__)
 
 Progress = Callable[[dict[str, Any]], None]
 SnapshotResult = dict[str, Any]
@@ -47,18 +54,31 @@ def run(
         from child.storybook import capture as stories
 
         return stories.run(payload, progress)
-    root = ArtifactsRoot(Path(payload["artifacts"]))
+    artifacts = for_job(payload["artifacts"])
     options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
     results = []
     reported = clock()
     for done, shot in enumerate(shots, start=1):
-        results.append(capture_one(root, diff_dir, shot, options))
+        results.append(capture_one(artifacts, diff_dir, shot, options))
         if (now := clock()) - reported >= PROGRESS_SECONDS:
             progress({"done": done, "total": len(shots)})
             reported = now
+    log_reads(payload, artifacts)
     return {"snapshots": results}
+
+
+def log_reads(payload: Mapping[str, Any], artifacts: JobArtifacts) -> None:
+    """How many files the job read, and how many its host's cache did not have."""
+    log.info(
+        "artifacts read",
+        build_id=payload.get("build_id"),
+        shard_id=payload.get("shard_id"),
+        store=artifacts.location,
+        reads=artifacts.reads,
+        downloads=artifacts.downloads,
+    )
 
 
 def diff_options(given: Mapping[str, Any]) -> DiffOptions:
@@ -74,22 +94,21 @@ def diff_options(given: Mapping[str, Any]) -> DiffOptions:
 
 
 def capture_one(
-    root: ArtifactsRoot | Path, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
+    artifacts: JobArtifacts, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
 ) -> SnapshotResult:
-    """One snapshot's result; a bad image or path is a `failed` result, never an exception
+    """One snapshot's result; a bad image or key is a `failed` result, never an exception
     (but a child out of threads, memory or disk raises `OutOfResources`: see
-    `child.worker.resources`). A shard passes its root resolved once (`ArtifactsRoot`)."""
+    `child.worker.resources`; and a store that does not answer raises `StoreUnavailable`, for
+    the job to be retried)."""
     baseline = shot.get("baseline")
-    if isinstance(root, Path):
-        root = ArtifactsRoot(root)
     try:
-        image = root.resolve(shot["image"])
+        image = artifacts.read(shot["image"], shot["sha256"])
         if baseline is None:
             return _new(shot, image, options)
         if baseline["sha256"] == shot["sha256"]:
             return _unchanged(shot, image, options)
-        return _compared(root, diff_dir, shot, image, options)
-    except (ImageError, UnsafePath, OSError) as error:
+        return _compared(artifacts, diff_dir, shot, image, options)
+    except (ImageError, UnsafeKey, ArtifactMissing, HashMismatch, OSError) as error:
         resources.check(error)  # the host's trouble, not the image's: the job is retried
         return _result(shot, "failed", error=str(error) or type(error).__name__)
 
@@ -132,17 +151,22 @@ def _unchanged(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> Sn
 
 
 def _compared(
-    root: ArtifactsRoot,
+    artifacts: JobArtifacts,
     diff_dir: str,
     shot: Mapping[str, Any],
     image: Path,
     options: DiffOptions,
 ) -> SnapshotResult:
     baseline = shot["baseline"]
-    diff_relative = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
-    diff_path = root.resolve(diff_relative)  # its folder is made when a diff is written
-    baseline_path = root.resolve(baseline["image"])
-    outcome = compare(baseline_path, image, diff_path, options, artifacts=root.path)
+    diff_key = f"{diff_dir}/{hashlib.sha256(shot['name'].encode()).hexdigest()}.png"
+    baseline_path = artifacts.read(baseline["image"], baseline["sha256"])
+    written = artifacts.new_scratch(".png")
+    try:
+        outcome = compare(baseline_path, image, written, options)
+        if outcome.diff_written:
+            artifacts.keep(diff_key, written)
+    finally:
+        written.unlink(missing_ok=True)
     return _result(
         shot,
         outcome.status,
@@ -150,7 +174,7 @@ def _compared(
         height=outcome.height,
         diff_pixels=outcome.diff_pixels,
         diff_ratio=outcome.diff_ratio,
-        diff_path=diff_relative if outcome.diff_written else None,
+        diff_path=diff_key if outcome.diff_written else None,
         diff_box=list(outcome.box) if outcome.box else None,
         **_settings(options),
     )

@@ -65,7 +65,6 @@ from ipc.diff_settings import (
     DEFAULT_THRESHOLD,
     Metric,
 )
-from ipc.scratch import new_file as new_scratch_file
 
 Pixels = npt.NDArray[np.uint8]  # height x width x RGBA
 Words = npt.NDArray[np.uint32]  # one pixel's RGBA bytes as one 32-bit word
@@ -145,13 +144,12 @@ def compare(
     new: Path,
     diff_path: Path | None,
     options: DiffOptions = DiffOptions(),
-    *,
-    artifacts: Path | None = None,
 ) -> DiffResult:
-    """Count the pixels of ``new`` that differ from ``baseline``; write a diff PNG if changed.
+    """Count the pixels of ``new`` that differ from ``baseline``; write a diff PNG to
+    ``diff_path`` if changed.
 
-    The PNG is written first to the scratch folder of ``artifacts`` (a child passes its root, so
-    that what a killed child leaves is swept; see ``ipc.scratch``), or of the diff's own folder.
+    A child passes a scratch path and stores the PNG from there when it is whole
+    (``child.artifacts``), so that what a killed child leaves is swept (``ipc.scratch``).
     """
     if _same_bytes(baseline, new):
         width, height = probe(new, options.max_pixels)
@@ -170,7 +168,7 @@ def compare(
     is_changed = diff_pixels > options.budget_pixels and diff_pixels > options.budget_ratio * union
     written = is_changed and diff_path is not None
     if diff_path is not None and written:
-        _write_diff(diff_path, artifacts or diff_path.parent, base, fresh, counted, overlap)
+        _write_diff(diff_path, base, fresh, counted, overlap)
     return DiffResult(
         "changed" if is_changed else "unchanged",
         diff_pixels,
@@ -464,11 +462,10 @@ def _finer_pass(
 
 
 def _write_diff(
-    path: Path, artifacts: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
+    path: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
 ) -> None:
     """pixelmatch's output: differing pixels red over the baseline in grey, faded to 10% over
-    white (``drawGrayPixel``); the area outside the overlap is all red. Written to a scratch
-    file and renamed, so a reader never sees half a PNG."""
+    white (``drawGrayPixel``); the area outside the overlap is all red."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
     rgb = kernels.diff_image(
         overlap.a32,
@@ -482,15 +479,10 @@ def _write_diff(
         GREY_BLUE,
     )
     image = pyvips.Image.new_from_memory(rgb.data, width, height, 3, "uchar")
-    temporary: Path | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = new_scratch_file(artifacts, ".png")
-        image.copy(interpretation="srgb").pngsave(str(temporary), compression=PNG_COMPRESSION)
-        os.replace(temporary, path)
-    except (pyvips.Error, OSError) as error:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
+        image.copy(interpretation="srgb").pngsave(str(path), compression=PNG_COMPRESSION)
+    except pyvips.Error as error:
+        path.unlink(missing_ok=True)
         resources.check(error)
         raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
 

@@ -3,8 +3,8 @@
 The payload is the screenshot capture's (`child.capture.shard`) plus `"storybook"`, the stored
 build (`StorybookRef`), and each snapshot is a `StorySnapshot` plus its `"baseline"`. For each
 snapshot the story is rendered in the child's browser (`child.browser.render`), the PNG stored
-content-addressed at `images/<sha[:2]>/<sha>.png` under the artifacts root (written as a scratch
-file and renamed into place, so no reader ever sees half of one), and compared with its baseline
+content-addressed at `images/<sha[:2]>/<sha>.png` in the artifact store (written as a scratch
+file and stored when whole, so no reader ever sees half of one: `child.artifacts`), and compared with its baseline
 exactly as an uploaded image is (`capture_one`), with the snapshot's own threshold and
 anti-aliasing setting over the project's when it has them. Progress is reported after every
 story, so a long shard is never mistaken for a hung child.
@@ -18,21 +18,26 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import structlog
 
+from child.artifacts.access import JobArtifacts, for_job
 from child.browser.launch import child_browser
 from child.browser.render import Capture, StoryRenderer
 from child.browser.site import Site
-from child.capture.shard import SnapshotResult, capture_one, diff_options, failed_result
+from child.capture.shard import (
+    SnapshotResult,
+    capture_one,
+    diff_options,
+    failed_result,
+    log_reads,
+)
 from child.diff.compare import DiffOptions
 from child.storybook.stored import load
 from child.worker import resources
-from ipc import scratch
+from ipc.artifacts.keys import image_key
 
 log = structlog.get_logger(__name__)
 
@@ -41,11 +46,11 @@ Progress = Callable[[dict[str, Any]], None]
 
 def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Capture every story snapshot of the payload, reporting progress after each."""
-    root = Path(payload["artifacts"])
+    artifacts = for_job(payload["artifacts"])
     options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
-    build = load(root, payload["storybook"])
+    build = load(artifacts, payload["storybook"])
     results: list[SnapshotResult] = []
 
     def beat() -> None:
@@ -59,13 +64,14 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     ):
         for done, shot in enumerate(shots, start=1):
             capture = renderer.take(shot)
-            results.append(settle(root, diff_dir, shot, capture, options))
+            results.append(settle(artifacts, diff_dir, shot, capture, options))
             progress({"done": done, "total": len(shots), "story_id": shot["story_id"]})
+    log_reads(payload, artifacts)
     return {"snapshots": results}
 
 
 def settle(
-    root: Path,
+    artifacts: JobArtifacts,
     diff_dir: str,
     shot: Mapping[str, Any],
     capture: Capture,
@@ -76,14 +82,14 @@ def settle(
         result = failed_result(shot, capture.error or "no screenshot")
         result.update(image=None, sha256=None, settled=None)
         return result
-    image = store_capture(root, capture.png, capture.sha256)
+    image = store_capture(artifacts, capture.png, capture.sha256)
     compared = {
         "name": shot["name"],
         "image": image,
         "sha256": capture.sha256,
         "baseline": shot.get("baseline"),
     }
-    result = capture_one(root, diff_dir, compared, snapshot_options(shot, options))
+    result = capture_one(artifacts, diff_dir, compared, snapshot_options(shot, options))
     result.update(image=image, sha256=capture.sha256, settled=capture.settled)
     return result
 
@@ -98,23 +104,19 @@ def snapshot_options(shot: Mapping[str, Any], options: DiffOptions) -> DiffOptio
     return dataclasses.replace(options, **changes) if changes else options
 
 
-def store_capture(root: Path, png: bytes, digest: str | None = None) -> str:
-    """Store `png` at `images/<sha[:2]>/<sha>.png` once; returns that path (relative)."""
+def store_capture(artifacts: JobArtifacts, png: bytes, digest: str | None = None) -> str:
+    """Store `png` at `images/<sha[:2]>/<sha>.png`; returns that key."""
     digest = digest or hashlib.sha256(png).hexdigest()
-    relative = f"images/{digest[:2]}/{digest}.png"
-    target = root / relative
-    if target.exists():
-        return relative
+    key = image_key(digest)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = scratch.new_file(root, ".png")
+        written = artifacts.new_scratch(".png")
         try:
-            temporary.write_bytes(png)
-            os.replace(temporary, target)
+            written.write_bytes(png)
         except BaseException:
-            temporary.unlink(missing_ok=True)
+            written.unlink(missing_ok=True)
             raise
+        artifacts.keep(key, written, digest)
     except OSError as error:
         resources.check(error)  # a full disk is the host's trouble: the job goes back
         raise
-    return relative
+    return key

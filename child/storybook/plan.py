@@ -8,18 +8,18 @@ Storybook's, a preview that does not load) is a `PlanResult` whose `error` says 
 browser's words: the parent fails the build with it. Only trouble of the host's making (no
 browser, no resources) raises, so that the job is tried again.
 
-Payload: `{"artifacts": str (absolute root), "build_id": int, "storybook": StorybookRef}`.
+Payload: `{"artifacts": str (the store's location), "build_id": int, "storybook": StorybookRef}`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import structlog
 from playwright.sync_api import Error as PlaywrightError
 
+from child.artifacts.access import for_job
 from child.browser.errors import first_line
 from child.browser.launch import child_browser
 from child.browser.preview import PreviewError, read_stories
@@ -28,7 +28,7 @@ from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
 from child.worker.resources import RefusedForks
 from ipc.storybook import PlanResult
-from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, read_index_file
+from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, parse_index_bytes
 
 log = structlog.get_logger(__name__)
 
@@ -37,9 +37,8 @@ Progress = Callable[[dict[str, Any]], None]
 
 def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     """Plan the payload's build; its problems are the result's `error`, never an exception."""
-    artifacts = Path(payload["artifacts"])
     try:
-        build = load(artifacts, payload["storybook"])
+        build = load(for_job(payload["artifacts"]), payload["storybook"])
         entries = _entries(build)
     except (StorybookProblem, IndexProblem) as error:
         return _failed(str(error))
@@ -78,18 +77,12 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
 
 
 def _entries(build: StoredBuild) -> list[IndexEntry]:
-    """The build's index entries, read by `ipc.storybook_index` from where the file is stored;
-    its messages name the file as the build has it, not the storage path."""
+    """The build's index entries (`ipc.storybook_index`); its messages name the file as the
+    build has it, not where it is stored."""
     for name in INDEX_FILES:
-        stored = build.path_of(name)
-        if stored is None:
-            continue
-        if not stored.is_file():
-            raise StorybookProblem(f"{name} of the build is missing from the artifacts")
-        try:
-            return read_index_file(stored.parent)
-        except IndexProblem as problem:
-            raise IndexProblem(str(problem).replace(f"{stored.parent}/", "")) from None
+        data = build.read(name)
+        if data is not None:
+            return parse_index_bytes(data, name)
     raise StorybookProblem("the Storybook build has neither index.json nor stories.json")
 
 

@@ -14,9 +14,12 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from child.capture.paths import UnsafePath, resolve_under
+from child.artifacts.access import JobArtifacts
+from child.cache.content import HashMismatch
+from ipc.artifacts.keys import UnsafeKey
+from ipc.artifacts.store import ArtifactMissing
 from ipc.storybook import MANIFEST_VERSION, StorybookRef, file_key
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -30,15 +33,31 @@ class StorybookProblem(ValueError):
 class StoredBuild:
     """A build's files: each path of the build (posix, no leading slash) and its digest."""
 
-    artifacts: Path
+    artifacts: JobArtifacts
     files: Mapping[str, str]
 
     def path_of(self, relative: str) -> Path | None:
-        """Where the build's file `relative` is stored; None when it is not in the build."""
+        """A local file holding the build's file `relative`; None when it is not in the build.
+
+        Raises `StorybookProblem` when the build lists it but the store has it not, or not
+        with its digest; `StoreUnavailable` when the store does not answer."""
         digest = self.files.get(relative)
         if digest is None:
             return None
-        return self.artifacts / file_key(relative, digest)
+        try:
+            return self.artifacts.read(file_key(relative, digest), digest)
+        except (FileNotFoundError, ArtifactMissing, HashMismatch):
+            raise StorybookProblem(
+                f"{relative} of the build is missing from the artifacts"
+            ) from None
+
+    def open(self, relative: str) -> BinaryIO:
+        """The build's file `relative`, open to read; `StorybookProblem` when it is not in the
+        build or not stored."""
+        path = self.path_of(relative)
+        if path is None:
+            raise StorybookProblem(f"{relative} is not in the build")
+        return path.open("rb")
 
     def read(self, relative: str) -> bytes | None:
         """The bytes of the build's file `relative`; None when it is not in the build."""
@@ -53,15 +72,16 @@ class StoredBuild:
             ) from None
 
 
-def load(artifacts: Path, ref: StorybookRef) -> StoredBuild:
+def load(artifacts: JobArtifacts, ref: StorybookRef) -> StoredBuild:
     """The build whose manifest `ref` names, checked against its digest and format version."""
     try:
-        path = resolve_under(artifacts, ref["manifest"])
-        data = path.read_bytes()
-    except UnsafePath as error:
+        data = artifacts.read(ref["manifest"], ref["sha256"]).read_bytes()
+    except UnsafeKey as error:
         raise StorybookProblem(f"Storybook manifest {error}") from None
-    except FileNotFoundError:
+    except (FileNotFoundError, ArtifactMissing):
         raise StorybookProblem(f"Storybook manifest {ref['manifest']} is not stored") from None
+    except HashMismatch as error:
+        raise StorybookProblem(f"Storybook manifest {error}") from None
     digest = hashlib.sha256(data).hexdigest()
     if digest != ref["sha256"]:
         raise StorybookProblem(
@@ -73,7 +93,7 @@ def load(artifacts: Path, ref: StorybookRef) -> StoredBuild:
         raise StorybookProblem(
             f"Storybook manifest {ref['manifest']} is not JSON: {error}"
         ) from None
-    return StoredBuild(artifacts.resolve(), _files(document, ref["manifest"]))
+    return StoredBuild(artifacts, _files(document, ref["manifest"]))
 
 
 def _files(document: Any, name: str) -> dict[str, str]:

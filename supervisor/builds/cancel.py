@@ -9,7 +9,6 @@ are running end when their hosts see the flag and stop them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 from sqlalchemy import Connection, select
@@ -41,7 +40,7 @@ class CancelOutcome:
         return "; ".join(parts)
 
 
-def cancel_build(conn: Connection, build_id: int, artifacts: Path) -> CancelOutcome:
+def cancel_build(conn: Connection, build_id: int) -> CancelOutcome:
     """Cancel build `build_id`'s jobs; `LookupError` if there is no such build."""
     if _status(conn, build_id) is None:
         raise LookupError(f"no build with id {build_id}")
@@ -50,7 +49,7 @@ def cancel_build(conn: Connection, build_id: int, artifacts: Path) -> CancelOutc
     for job in cancelled:
         kind = kinds.get(job.kind)
         if kind is not None:
-            kind.on_cancelled(conn, job, artifacts)
+            kind.on_cancelled(conn, job)
     status = _status(conn, build_id)
     assert status is not None
     log.info("build cancel requested", build_id=build_id, cancelled=len(cancelled), flagged=flagged)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import structlog
 from sqlalchemy import Connection, func, select, update
 
+from ipc.artifacts.keys import image_key
+from ipc.artifacts.store import ArtifactStore
 from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
 from ipc.storybook import (
     CROPS,
@@ -172,7 +173,7 @@ def accepts(data: Any) -> bool:
     return len({shot["name"] for shot in shots}) == len(shots)
 
 
-def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
+def prepare(conn: Connection, job: Job, store: ArtifactStore) -> Payload:
     """Mark the shard and build started and build the child's payload (baselines as queued)."""
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
     build = conn.execute(
@@ -188,7 +189,7 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     storybook = {"storybook": job.data["storybook"]} if "storybook" in job.data else {}
     return {
         **storybook,
-        "artifacts": str(artifacts.resolve()),
+        "artifacts": store.location,
         "build_id": build_id,
         "shard_id": shard_id,
         "diff_dir": f"diffs/{build_id}",
@@ -230,7 +231,7 @@ def _mark_started(conn: Connection, build_id: int, shard_id: int, *, first: bool
     )
 
 
-def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceOutcome:
+def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
     """Write the shard's snapshots, close the shard and, if it was the last, the build.
 
     The caller runs this in the transaction that acknowledged the job under its fence, so a
@@ -294,7 +295,7 @@ def _check_capture(job: Job, item: Mapping[str, Any]) -> None:
     image, digest, settled = item["image"], item["sha256"], item["settled"]
     if image is None and digest is None and item["status"] == "failed":
         return
-    stored_as = f"images/{digest[:2]}/{digest}.png" if isinstance(digest, str) else None
+    stored_as = image_key(digest) if isinstance(digest, str) else None
     if not (
         isinstance(digest, str)
         and SHA256.fullmatch(digest)
@@ -372,7 +373,7 @@ def _snapshot_row(
     }
 
 
-def on_failed(conn: Connection, job: Job, error: str, _artifacts: Path) -> ReduceOutcome:
+def on_failed(conn: Connection, job: Job, error: str) -> ReduceOutcome:
     """The job failed for good: fail its shard and end the build if that was its last shard.
 
     A job without a shard fails its whole build. Either way a build that already ended is left
@@ -389,7 +390,7 @@ def on_failed(conn: Connection, job: Job, error: str, _artifacts: Path) -> Reduc
     return outcome
 
 
-def on_cancelled(conn: Connection, job: Job, _artifacts: Path) -> ReduceOutcome:
+def on_cancelled(conn: Connection, job: Job) -> ReduceOutcome:
     """The job was cancelled: cancel its shard; the build is cancelled when no shard is open."""
     if job.build_id is None:
         return "skipped"

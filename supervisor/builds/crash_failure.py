@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
 from sqlalchemy import Connection
@@ -40,13 +39,13 @@ def crash_error(kind: str, causes: Sequence[str]) -> str:
 
 
 def fail_crashed_capture(
-    conn: Connection, job: Job, kind: Kind, causes: Sequence[str], artifacts: Path
+    conn: Connection, job: Job, kind: Kind, causes: Sequence[str]
 ) -> CrashFailureOutcome:
     """Fail `job` for its crashes and close its shard or build, under the job's fence."""
     error = crash_error(job.kind, causes)
     if not queue.fail(conn, job.lease, error, crash_causes=causes):
         return "lost"
-    closed = kind.on_failed(conn, job, error, artifacts)
+    closed = kind.on_failed(conn, job, error)
     if closed == "skipped":
         return "skipped"
     if job.shard_id is None:

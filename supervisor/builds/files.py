@@ -1,63 +1,59 @@
-"""Writing a build's files under the artifacts folder: content-addressed, whole or not at all.
+"""Storing an upload's files in the artifact store: content-addressed, only what is missing.
 
 Uploads of screenshots (`supervisor.builds.uploads`) and of Storybook builds
-(`supervisor.builds.storybooks`) both store files by their SHA-256, so a file is written once
-whatever the number of builds that hold it, and both need the same two guarantees: a reader never
-sees half a file, and two uploads storing one file at once both end with it whole.
+(`supervisor.builds.storybooks`) both store files by their SHA-256, so a file is stored once
+whatever the number of builds that hold it. The store is asked first which keys it lacks (at
+once, concurrently when it is a bucket), and only those are sent; a build is queued only after
+its files are all in the store.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import BinaryIO
 
-#: Bytes read at a time while hashing or copying a file.
+from ipc.artifacts.store import ArtifactStore, StoreError
+
+#: Bytes read at a time while hashing a file.
 CHUNK_BYTES = 1 << 20
+#: Files stored between two progress lines, and the least number of new files that earns any:
+#: a small upload says nothing, a large one says how far it is.
+PROGRESS_EVERY_FILES = 500
+
+Report = Callable[[str], None]
+
+
+class UploadError(ValueError):
+    """An upload that cannot become a build (the message says why)."""
 
 
 def sha256_of(path: Path) -> str:
     """The SHA-256 of the file at `path`, in hex."""
-    digest = hashlib.sha256()
     with path.open("rb") as file:
-        while chunk := file.read(CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
-def store_copy(source: Path, target: Path) -> bool:
-    """Copy `source` to `target` unless it is there already; True if it was written."""
+def store_missing(
+    store: ArtifactStore, files: Mapping[str, Path], report: Report | None = None
+) -> int:
+    """Store each file of `files` (key to local path) that the store has not; returns how many.
 
-    def copy(out: BinaryIO) -> None:
-        with source.open("rb") as data:
-            while chunk := data.read(CHUNK_BYTES):
-                out.write(chunk)
-
-    return _write_once(target, copy)
-
-
-def store_bytes(data: bytes, target: Path) -> bool:
-    """Write `data` to `target` unless it is there already; True if it was written."""
-    return _write_once(target, lambda out: out.write(data))
-
-
-def _write_once(target: Path, write: Callable[[BinaryIO], object]) -> bool:
-    """Write `target` through a temporary file in its folder renamed into place, unless it exists."""
-    if target.exists():
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+    A large upload is `report`ed every `PROGRESS_EVERY_FILES` files. `UploadError` when the
+    store cannot take them: what was stored before is content-addressed,
+    for the next upload to reuse.
+    """
     try:
-        with os.fdopen(handle, "wb") as out:
-            write(out)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return True
+        missing = sorted(store.missing(files.keys()))
+        for start in range(0, len(missing), PROGRESS_EVERY_FILES):
+            batch = missing[start : start + PROGRESS_EVERY_FILES]
+            store.put_files([(key, files[key]) for key in batch])
+            if report is not None and len(missing) >= PROGRESS_EVERY_FILES:
+                report(f"stored {start + len(batch):,} of {len(missing):,} new files")
+    except (OSError, StoreError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise UploadError(f"{store.location}: cannot store the upload there: {reason}") from None
+    return len(missing)
 
 
 def shown(path: Path) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import structlog
 from sqlalchemy import Connection, func, insert, update
 
+from ipc.artifacts.store import ArtifactStore
 from ipc.storybook import StorySnapshot
 from supervisor.builds import baselines, capture
 from supervisor.builds.kinds import Kind, Payload
@@ -54,7 +54,7 @@ def accepts(data: Any) -> bool:
     )
 
 
-def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
+def prepare(conn: Connection, job: Job, store: ArtifactStore) -> Payload:
     """Mark the build started; the child needs only where the Storybook's files are."""
     build_id = job.data["build_id"]
     conn.execute(
@@ -69,13 +69,13 @@ def prepare(conn: Connection, job: Job, artifacts: Path) -> Payload:
     )
     log.info("plan prepared", job_id=job.id, build_id=build_id)
     return {
-        "artifacts": str(artifacts.resolve()),
+        "artifacts": store.location,
         "build_id": build_id,
         "storybook": job.data["storybook"],
     }
 
 
-def record(conn: Connection, job: Job, result: Any, _artifacts: Path) -> ReduceOutcome:
+def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
     """Write the plan's shards and capture jobs, or fail the build with the plan's error."""
     build_id = job.data["build_id"]
     shots, skipped, docs, error = _checked(job, result)

@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 from sqlalchemy import Connection, insert
 
+from ipc.artifacts.store import ArtifactStore, StoreError
 from ipc.storybook import (
     StorybookRef,
     file_key,
@@ -29,9 +30,9 @@ from ipc.storybook import (
 )
 from ipc.storybook_index import IndexProblem, read_index_file
 from supervisor.builds import baselines
-from supervisor.builds.files import sha256_of, shown, store_bytes, store_copy
+from supervisor.builds.files import Report, UploadError, sha256_of, shown, store_missing
 from supervisor.builds.projects import ensure_project
-from supervisor.builds.uploads import QueuedBuild, UploadError, check_request
+from supervisor.builds.uploads import QueuedBuild, check_request
 from supervisor.db import queue
 from supervisor.db.tables import builds, capture_attempts
 
@@ -45,12 +46,14 @@ class StoredStorybook:
     ref: StorybookRef
     stories: int
     files: int
-    #: Files this upload wrote; the others were stored already by an earlier build.
+    #: Files this upload stored; the others were stored already by an earlier build.
     written: int
     bytes: int
 
 
-def store_storybook(artifacts: Path, folder: Path) -> StoredStorybook:
+def store_storybook(
+    store: ArtifactStore, folder: Path, report: Report | None = None
+) -> StoredStorybook:
     """Check the static build in `folder`, then store its files and manifest (see the module)."""
     if not folder.is_dir():
         raise UploadError(
@@ -61,11 +64,14 @@ def store_storybook(artifacts: Path, folder: Path) -> StoredStorybook:
     except IndexProblem as error:
         raise UploadError(str(error)) from None
     stories = sum(1 for entry in entries if entry.type == "story")
-    return store_files(artifacts, folder, stories)
+    return store_files(store, folder, stories, report)
 
 
-def store_files(artifacts: Path, folder: Path, stories: int = 0) -> StoredStorybook:
-    """Store every file of `folder` and its manifest, without looking at what they are.
+def store_files(
+    store: ArtifactStore, folder: Path, stories: int = 0, report: Report | None = None
+) -> StoredStorybook:
+    """Store every file of `folder` the store lacks, then its manifest, without looking at
+    what they are.
 
     `store_storybook` checks the build first; this alone is what a store may hold that no
     upload checked (written by another version, or by hand), which a child must refuse itself.
@@ -73,18 +79,19 @@ def store_files(artifacts: Path, folder: Path, stories: int = 0) -> StoredStoryb
     files = _build_files(folder)
     try:
         digests = {path: sha256_of(source) for path, source in files.items()}
-        written = sum(
-            store_copy(files[path], artifacts / file_key(path, digest))
-            for path, digest in digests.items()
-        )
-        manifest = json.dumps(
-            manifest_document(digests), sort_keys=True, separators=(",", ":")
-        ).encode()
-        digest = hashlib.sha256(manifest).hexdigest()
-        store_bytes(manifest, artifacts / manifest_key(digest))
     except OSError as error:
+        raise UploadError(f"{shown(folder)}: cannot be read: {error.strerror or error}") from None
+    sources = {file_key(path, digest): files[path] for path, digest in digests.items()}
+    written = store_missing(store, sources, report)
+    manifest = json.dumps(
+        manifest_document(digests), sort_keys=True, separators=(",", ":")
+    ).encode()
+    digest = hashlib.sha256(manifest).hexdigest()
+    try:
+        store.put_bytes(manifest_key(digest), manifest)
+    except (OSError, StoreError) as error:
         raise UploadError(
-            f"{artifacts}: cannot store the Storybook there: {error.strerror or error}"
+            f"{store.location}: cannot store the Storybook's manifest there: {error}"
         ) from None
     size = sum(source.stat().st_size for source in files.values())
     return StoredStorybook(

@@ -25,9 +25,11 @@ from typing import Any, NamedTuple, TypeVar
 import structlog
 from sqlalchemy import Connection, insert
 
+from ipc.artifacts.keys import image_key
+from ipc.artifacts.store import ArtifactStore
 from ipc.framing import MAX_FRAME_BYTES
 from supervisor.builds import baselines
-from supervisor.builds.files import sha256_of, shown, store_copy
+from supervisor.builds.files import Report, UploadError, sha256_of, shown, store_missing
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
 from supervisor.db.tables import BuildSource, builds, capture_attempts, capture_shards
@@ -62,10 +64,6 @@ SNAPSHOTS_PER_SHARD = 500
 
 #: A snapshot as a shard holds it: an uploaded image, or a Storybook plan's snapshot.
 Shot = TypeVar("Shot")
-
-
-class UploadError(ValueError):
-    """An upload that cannot become a build (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -205,35 +203,24 @@ def _refuse_case_collisions(folder: Path, relatives: Sequence[str]) -> None:
         seen[key] = relative
 
 
-def store_image(artifacts: Path, source: Path) -> tuple[str, str]:
-    """Store `source` under `images/` by its SHA-256, once; returns (relative path, sha256).
+def store_images(
+    store: ArtifactStore, folder: Path, report: Report | None = None
+) -> list[StoredImage]:
+    """Store every PNG of `folder` (see `find_images`) by its SHA-256, once; in name order.
 
-    The copy goes to a temporary file in the target folder and is renamed into place, so a
-    reader never sees half an image and two uploads storing it at once both end with it whole.
+    Every image is checked before the first is stored, so a refused upload writes nothing; an
+    image the store has already (from an earlier build) is not sent again. A store that cannot
+    take them is an `UploadError` naming it.
     """
-    digest = sha256_of(source)
-    relative = f"images/{digest[:2]}/{digest}.png"
-    store_copy(source, artifacts / relative)
-    return relative, digest
-
-
-def store_images(artifacts: Path, folder: Path) -> list[StoredImage]:
-    """Store every PNG of `folder` (see `find_images`, `store_image`), in name order.
-
-    Every image is checked before the first is stored, so a refused upload writes nothing. An
-    artifacts folder that cannot take them (not a folder, not writable, full) is an
-    `UploadError` naming it; what was stored before is content-addressed, for the next upload
-    to reuse.
-    """
-    stored = []
+    stored, sources = [], {}
     for name, path in find_images(folder):
         try:
-            relative, digest = store_image(artifacts, path)
+            digest = sha256_of(path)
         except OSError as error:
-            raise UploadError(
-                f"{artifacts}: cannot store {path.name} there: {error.strerror or error}"
-            ) from None
-        stored.append(StoredImage(name, relative, digest))
+            raise UploadError(f"{shown(path)}: cannot be read: {error.strerror}") from None
+        stored.append(StoredImage(name, image_key(digest), digest))
+        sources[image_key(digest)] = path
+    store_missing(store, sources, report)
     return stored
 
 

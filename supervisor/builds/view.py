@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Row, Select, case, select
 
+from ipc.artifacts.store import ArtifactStore
 from ipc.capture import SETTING_FIELDS
 from supervisor.db.tables import BuildSource, build_baselines, builds, projects, snapshots
 
@@ -253,7 +253,7 @@ def _snapshot_view(row: Row[Any]) -> SnapshotView:
     return SnapshotView(*values)
 
 
-def format_build(view: BuildView, artifacts: Path) -> str:
+def format_build(view: BuildView, store: ArtifactStore) -> str:
     """The build as an aligned, readable table, with where its report is and where its
     baselines came from."""
     counts = "  ".join(f"{status} {count}" for status, count in view.counts.items())
@@ -266,7 +266,7 @@ def format_build(view: BuildView, artifacts: Path) -> str:
         f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
         f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
         f"baselines {'from build ' + sources if sources else '-'}",
-        f"report    {_report_line(view, artifacts)}",
+        f"report    {_report_line(view, store)}",
     ]
     if view.skipped:
         lines.append(f"skipped   {len(view.skipped)} stories opted out")
@@ -285,9 +285,9 @@ def format_build(view: BuildView, artifacts: Path) -> str:
     return "\n".join(lines)
 
 
-def _report_line(view: BuildView, artifacts: Path) -> str:
+def _report_line(view: BuildView, store: ArtifactStore) -> str:
     if view.report_path:
-        return str(artifacts / view.report_path)
+        return store.where(view.report_path)
     return "not written: see the log for why" if view.ended else "-"
 
 

@@ -21,7 +21,7 @@ def execute(args: argparse.Namespace) -> int:
     engine = open_database(args.database_url)
     try:
         with transaction(engine) as conn:
-            outcome = cancel_build(conn, args.build_id, args.artifacts)
+            outcome = cancel_build(conn, args.build_id)
         if outcome.build_status == "cancelled":  # it ended: its report is made after the commit
             publish_report(engine, args.build_id, args.artifacts)
     except LookupError as error:

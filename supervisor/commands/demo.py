@@ -69,7 +69,7 @@ def run_host(args: argparse.Namespace) -> None:
     subprocess.run(
         [
             sys.executable, "-m", "supervisor", "run", "--drain",
-            "--database-url", args.database_url, "--artifacts", str(args.artifacts),
+            "--database-url", args.database_url, "--artifacts", args.artifacts.location,
             "--log-level", args.log_level,
         ],
         check=True,
@@ -110,5 +110,5 @@ def execute(args: argparse.Namespace) -> int:
         run_host(args)
         report = show(args, queued.build_id)
     if report:
-        print(f"open the report: {(args.artifacts / report).resolve()}")
+        print(f"open the report: {args.artifacts.where(report)}")
     return 0

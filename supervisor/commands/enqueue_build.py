@@ -16,12 +16,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine
 
+from ipc.artifacts.store import StoreError
+from supervisor.builds.files import UploadError
 from supervisor.builds.projects import ProjectError
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import (
     SNAPSHOTS_PER_SHARD,
     QueuedBuild,
-    UploadError,
     check_request,
     enqueue_build,
     store_images,
@@ -58,8 +59,9 @@ def execute(args: argparse.Namespace) -> int:
     engine = open_database(args.database_url)
     try:
         check_request(args.project, args.branch, 1 if args.shards is None else args.shards)
+        args.artifacts.check()
         queued = _storybook(engine, args) if args.storybook else _images(engine, args)
-    except (UploadError, ProjectError) as error:
+    except (UploadError, ProjectError, StoreError) as error:
         print(f"supervisor enqueue-build: {error}", file=sys.stderr)
         return 1
     finally:
@@ -68,8 +70,13 @@ def execute(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(line: str) -> None:
+    """A large upload's progress, on stderr: stdout is the build's id (or its JSON)."""
+    print(f"supervisor enqueue-build: {line}", file=sys.stderr, flush=True)
+
+
 def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
-    images = store_images(args.artifacts, args.images)
+    images = store_images(args.artifacts, args.images, _progress)
     with transaction(engine) as conn:
         return enqueue_build(
             conn,
@@ -82,7 +89,7 @@ def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
 
 
 def _storybook(engine: Engine, args: argparse.Namespace) -> QueuedBuild:
-    storybook = store_storybook(args.artifacts, args.storybook)
+    storybook = store_storybook(args.artifacts, args.storybook, _progress)
     with transaction(engine) as conn:
         return enqueue_storybook(
             conn,

@@ -20,6 +20,7 @@ from supervisor.commands import (
     enqueue_build,
     migrate,
     project,
+    prune,
     run,
     status,
 )
@@ -35,6 +36,7 @@ COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     ("build", build, "a build's state and every snapshot's result"),
     ("cancel", cancel, "cancel a build's jobs"),
     ("project", project, "show or change a project's diff settings"),
+    ("prune", prune, "delete old jobs and builds no baseline needs, and files nothing names"),
     ("demo", demo, "make demo screenshots, run two builds, print the outcome"),
 )
 

@@ -16,12 +16,13 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Literal, NoReturn, TypeVar
 
 import structlog
 from sqlalchemy import Engine
 
+from ipc.artifacts.location import BadLocation, open_store
+from ipc.artifacts.store import ArtifactStore
 from supervisor.db.connection import UnsupportedDatabase, connect, parse_url, sqlite_file
 from supervisor.db.migrate import NoSchema, require_schema
 from supervisor.host.settings import DEFAULT_ARTIFACTS, EMBEDDED_DATABASE_URL
@@ -147,11 +148,20 @@ def add_common(parser: argparse.ArgumentParser, *, log_level: str = "info") -> N
     option(
         parser,
         "--artifacts",
-        Path,
-        DEFAULT_ARTIFACTS,
-        "folder of images, diffs and reports (default ./.storyshelf/artifacts)",
+        artifact_store,
+        str(DEFAULT_ARTIFACTS),
+        "where images, diffs and reports are stored: a folder (default ./.storyshelf/artifacts) "
+        "or s3://bucket/prefix (AWS variables; STORYSHELF_S3_ENDPOINT for a self-hosted store)",
     )
     option(parser, "--log-level", choice(LOG_LEVELS), log_level, f"one of {', '.join(LOG_LEVELS)}")
+
+
+def artifact_store(text: str) -> ArtifactStore:
+    """The store `--artifacts` names (`ipc.artifacts.location`)."""
+    try:
+        return open_store(text)
+    except BadLocation as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix(f"--artifacts {text}: ")) from None
 
 
 def open_database(url: str, *, migrate: bool = False) -> Engine:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import structlog
 
@@ -40,6 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         None,
         "the browser for Storybook builds (default /usr/bin/chromium, Debian's package)",
     )
+    option(
+        parser,
+        "--cache-dir",
+        Path,
+        defaults.cache_dir,
+        "this host's cache of a bucket's files (default ./.storyshelf/cache)",
+    )
+    option(
+        parser,
+        "--cache-mib",
+        whole(1),
+        defaults.cache_mib,
+        "the cache's bound; least recently used files go first",
+    )
     parser.add_argument("--drain", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--migrate", action="store_true", help="migrate the schema before starting")
 
@@ -60,7 +75,9 @@ def settings_from(args: argparse.Namespace) -> HostSettings:
     defaults = HostSettings()
     return HostSettings(
         database_url=args.database_url,
-        artifacts=args.artifacts,
+        artifacts=args.artifacts.location,
+        cache_dir=args.cache_dir,
+        cache_mib=args.cache_mib,
         concurrency=args.concurrency,
         lease_seconds=args.lease_seconds,
         stall_seconds=args.stall_seconds,

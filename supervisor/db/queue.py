@@ -32,6 +32,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    delete,
     func,
     insert,
     literal,
@@ -43,6 +44,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.dml import ReturningDelete
 
 from supervisor.db.connection import is_postgres
 from supervisor.db.tables import JobStatus, UtcDateTime, jobs
@@ -53,6 +55,8 @@ CHANNEL = "storyshelf"
 LEASE_EXHAUSTED_ERROR = "lease expired on the final attempt"
 #: Error recorded on a job that was cancelled.
 CANCELLED_ERROR = "cancelled"
+#: The states a job ends in: nothing moves it again, and only retention deletes it.
+FINISHED_STATES: tuple[JobStatus, ...] = ("completed", "failed", "cancelled")
 
 
 @dataclass(frozen=True)
@@ -527,6 +531,36 @@ def _open_in(status: JobStatus) -> Select[int]:
     """A count of the jobs in `status`, one per partial index: `status IN (...)` matches
     neither index and read the whole table (200 ms beside a million finished jobs)."""
     return select(func.count()).select_from(jobs).where(_in_state(status))
+
+
+@functools.cache
+def _delete_finished_statement(dialect: str) -> ReturningDelete[int]:
+    """The next `limit` finished jobs by id above `after`, read along the primary key: each
+    batch starts where the last one stopped, instead of walking again over the rows (dead
+    until vacuumed) that the batches before it deleted."""
+    picked = (
+        select(jobs.c.id)
+        .where(
+            jobs.c.id > bindparam("after"),
+            jobs.c.status.in_(FINISHED_STATES),
+            jobs.c.finished_at < bindparam("before", type_=UtcDateTime()),
+        )
+        .order_by(jobs.c.id)
+        .limit(bindparam("limit", type_=Integer()))
+    )
+    if dialect == "postgresql":
+        picked = picked.with_for_update(skip_locked=True)
+    return delete(jobs).where(jobs.c.id.in_(picked.scalar_subquery())).returning(jobs.c.id)
+
+
+def delete_finished(conn: Connection, before: datetime, after_id: int, limit: int) -> list[int]:
+    """Delete up to `limit` jobs that finished before `before`, of ids above `after_id`; their ids.
+
+    For retention (`supervisor.builds.prune`): one bounded batch per transaction, so the claim
+    never waits long behind it. A queued or running job is never touched, however old.
+    """
+    params = {"before": before, "after": after_id, "limit": limit}
+    return list(conn.execute(_delete_finished_statement(conn.dialect.name), params).scalars())
 
 
 def seconds_until_next_due(conn: Connection) -> float | None:

@@ -174,7 +174,7 @@ snapshots = Table(
     Column("image_sha256", String(64)),
     Column("width", Integer),
     Column("height", Integer),
-    Column("baseline_id", Key, ForeignKey("snapshots.id")),
+    Column("baseline_id", Key, ForeignKey("snapshots.id"), index=True),
     Column("status", String(12), nullable=False),
     # The settings its comparison used (a story's own folded in); NULL when nothing was
     # compared (a new or failed snapshot). A NULL flat_threshold beside a metric: the pass was off.
@@ -205,7 +205,7 @@ baselines = Table(
     Column("project_id", Key, ForeignKey("projects.id"), nullable=False),
     Column("name", Text, nullable=False),
     # The accepted snapshot of that name later builds compare with, and the build it came from.
-    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False),
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False, index=True),
     Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
     # The key is the lookup: a new build reads its baselines by (project, name), whatever the
     # number of builds before it.
@@ -219,7 +219,7 @@ build_baselines = Table(
     # known only after its plan): the project's `baselines` rows of that moment.
     Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
     Column("name", Text, nullable=False),
-    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False),
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False, index=True),
     PrimaryKeyConstraint("build_id", "name"),
 )
 

@@ -20,14 +20,14 @@ KillReason = Literal[
     "lost",  # its job's lease was lost and it did not stop within the grace
     "released",  # its job was given back (the drain ran out, or it waited behind a long one)
     "host stopping",  # the host is leaving
-    "engine check failed",  # the first child could not load the image engine
+    "cannot work",  # the first child could not load the image engine, or the store is refused
     "hung",  # it said nothing of its job for `stall_seconds` (a crash)
     "memory limit",  # its process tree passed the hard memory limit (a crash)
     "protocol error",  # a garbled, oversized or unexpected frame, or another version (a crash)
 ]
 #: Kills that end a child on purpose: its death says nothing about the host's health.
 DELIBERATE_KILLS: frozenset[KillReason] = frozenset(
-    {"cancelled", "lost", "released", "host stopping", "engine check failed"}
+    {"cancelled", "lost", "released", "host stopping", "cannot work"}
 )
 
 

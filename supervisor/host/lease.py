@@ -18,12 +18,11 @@ Decisions take the time from the caller (monotonic seconds), so they are tested 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
+from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.kinds import Kind
 from supervisor.builds.reduce import ReduceOutcome
 from supervisor.builds.report import publish_report
@@ -44,6 +43,7 @@ class LeaseKeeper:
     def __init__(
         self,
         settings: HostSettings,
+        store: ArtifactStore,
         kinds: dict[str, Kind],
         inflight: InFlight,
         log: BoundLogger,
@@ -52,7 +52,7 @@ class LeaseKeeper:
         self.stall_seconds = settings.stall_seconds
         #: The shortest time between two writes of one job's lease, and between expiry checks.
         self.renew_every = settings.lease_seconds / 4
-        self.artifacts: Path = settings.artifacts
+        self.store = store
         self.kinds = kinds
         self.inflight = inflight
         self.log = log
@@ -123,7 +123,7 @@ class LeaseKeeper:
                 if self._close(conn, job) == "finalized" and job.build_id is not None:
                     ended_builds.add(job.build_id)
         for build_id in sorted(ended_builds):
-            publish_report(engine, build_id, self.artifacts)
+            publish_report(engine, build_id, self.store)
 
     def _close(self, conn: Connection, job: Job) -> ReduceOutcome:
         """The kind's bookkeeping for a job its expired lease ended, in a savepoint: a hook that
@@ -134,10 +134,8 @@ class LeaseKeeper:
         try:
             with conn.begin_nested():
                 if job.status == "cancelled":
-                    return kind.on_cancelled(conn, job, self.artifacts)
-                return kind.on_failed(
-                    conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR, self.artifacts
-                )
+                    return kind.on_cancelled(conn, job)
+                return kind.on_failed(conn, job, job.error or queue.LEASE_EXHAUSTED_ERROR)
         except Exception as error:
             if isinstance(error, DBAPIError) and connection_lost(error):
                 raise

@@ -28,6 +28,9 @@ from typing import Any
 import structlog
 from sqlalchemy import Connection, Engine, event
 
+from ipc.artifacts import location
+from ipc.artifacts.location import open_store
+from ipc.artifacts.store import StoreError, StoreUnavailable
 from ipc.forkserver import ForkRefused, ForkServerError, ForkServerGone
 from ipc.framing import MAX_FRAME_BYTES, FrameTooLarge, encode
 from ipc.messages import (
@@ -123,7 +126,10 @@ class Host:
         self.signals = Signals()
         self.inflight = InFlight()
         self.ahead = ClaimAhead()
-        self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log)
+        self.store = open_store(settings.artifacts)
+        #: Where this host's children write unfinished files (`supervisor.host.scratch`).
+        self.scratch = scratch.roots(self.store, settings.cache_dir.absolute())
+        self.lease = LeaseKeeper(self.settings, self.store, self.kinds, self.inflight, self.log)
         self.timers = Timers()
         self.spawning = SpawnBackoff(
             settings.restart_limit, settings.restart_window_seconds, self.rand
@@ -178,8 +184,9 @@ class Host:
         """
         # First: a SIGTERM while the fork server starts must drain the host, not kill it.
         self.signals.queue_stops()
-        scratch.sweep(self.settings.artifacts, self.log)
+        scratch.sweep(self.scratch, self.log)
         chromium.export(self.settings.chromium, self.log)
+        location.export_cache(self.settings.cache_dir, self.settings.cache_mib)
         self.pool = Pool(
             None, self.sizing.threads_per_child, self.settings.max_jobs_per_child, self.rand
         )
@@ -192,16 +199,18 @@ class Host:
             return 0
         self.signals.wake_on_signals()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
-        engine_error = self.check_engine(first)
-        if engine_error is not None:
-            self.pool.kill_all("engine check failed")
+        problem = self.check_engine(first) or self.check_store()
+        if problem is not None:
+            self.pool.kill_all("cannot work")
             self.pool.wait_all(5.0)
             self.pool.stop_fork_server()
-            return self.refuse(engine_error)
+            return self.refuse(problem)
         self.engine = connect(self.settings.database_url, pool_size=2)
         event.listen(self.engine, "commit", self.database_answered)
         event.listen(self.engine, "before_cursor_execute", self.count_statement)
-        self.settler = Settler(self.engine, self.settings, self.kinds, self.log, self.clock)
+        self.settler = Settler(
+            self.engine, self.settings, self.store, self.kinds, self.log, self.clock
+        )
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url, self.rand)
             self.listener.connect()
@@ -224,6 +233,18 @@ class Host:
             else:
                 self.spawning.forked()
                 return child
+
+    def check_store(self) -> str | None:
+        """Why the artifact store cannot be used, or None. Checked once the fork server runs,
+        so the parent's connection to a bucket never crosses a fork; a store that does not
+        answer now may later, and only costs the jobs that need it a retry."""
+        try:
+            self.store.check()
+        except StoreUnavailable as error:
+            self.log.warning("the artifact store does not answer", error=str(error))
+        except (StoreError, OSError) as error:
+            return f"the artifact store cannot be used: {error}"
+        return None
 
     def refuse(self, why: str) -> int:
         """A host whose children cannot work must not claim: say why and leave."""
@@ -308,7 +329,7 @@ class Host:
             # crash of the job, a `Done` still unread finishes the job.
             self.service(child)
             self.pool.close(child)
-            scratch.remove_child_scratch(self.settings.artifacts, pid)
+            scratch.remove_child_scratch(self.scratch, pid)
             sent, held = self.inflight.child_gone(child)
             # Only the first job sent can have started: those waiting behind it go back with
             # what was held, without spending an attempt (unless asked to stop meanwhile).
@@ -748,7 +769,7 @@ class Host:
         self.pool.kill_all("host stopping")
         reaped += self.pool.wait_all(3.0)
         for _child, pid, _status in reaped:
-            scratch.remove_child_scratch(self.settings.artifacts, pid)
+            scratch.remove_child_scratch(self.scratch, pid)
         if self.listener is not None:
             self.listener.close()
         self.engine.dispose()

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ipc.artifacts.location import DEFAULT_CACHE_DIR, DEFAULT_CACHE_MIB
 from supervisor.host.cadence import CANCEL_CHECK_SECONDS, Cadence
 
 DEFAULT_HOME = Path(".storyshelf")
@@ -32,9 +33,9 @@ def default_database_url() -> str:
     return os.environ.get("STORYSHELF_DATABASE_URL") or EMBEDDED_DATABASE_URL
 
 
-def default_artifacts() -> Path:
+def default_artifacts() -> str:
     """`STORYSHELF_ARTIFACTS`, else `./.storyshelf/artifacts`."""
-    return Path(os.environ.get("STORYSHELF_ARTIFACTS") or DEFAULT_ARTIFACTS)
+    return os.environ.get("STORYSHELF_ARTIFACTS") or str(DEFAULT_ARTIFACTS)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,11 @@ class HostSettings:
     """What `python -m supervisor run` is tuned by."""
 
     database_url: str = field(default_factory=default_database_url)
-    artifacts: Path = field(default_factory=default_artifacts)
+    #: Where builds are stored: a folder, or `s3://bucket/prefix` (`ipc.artifacts.location`).
+    artifacts: str = field(default_factory=default_artifacts)
+    #: This host's cache of a bucket's files, which its children read through, and its bound.
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    cache_mib: int = DEFAULT_CACHE_MIB
     #: Children to run at once; None sizes it from the CPUs and memory we may use.
     concurrency: int | None = None
     #: How long a claimed job is ours without a renewal.
@@ -103,6 +108,7 @@ class HostSettings:
         found += [
             f"{flag} must be 1 or more, not {value}"
             for flag, value in (
+                ("--cache-mib", self.cache_mib),
                 ("--concurrency", self.concurrency),
                 ("--max-crashes", self.max_crashes),
                 ("--max-jobs-per-child", self.max_jobs_per_child),

@@ -17,6 +17,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
+from ipc.artifacts.store import ArtifactStore
 from ipc.messages import Cancelled, Done, Failed
 from supervisor.builds.crash_failure import fail_crashed_capture
 from supervisor.builds.kinds import Kind
@@ -50,12 +51,14 @@ class Settler:
         self,
         engine: Engine,
         settings: HostSettings,
+        store: ArtifactStore,
         kinds: dict[str, Kind],
         log: BoundLogger,
         clock: Callable[[], float],
     ):
         self.engine = engine
         self.settings = settings
+        self.store = store
         self.kinds = kinds
         self.log = log
         self.clock = clock
@@ -142,7 +145,7 @@ class Settler:
         if kind.prepare is None:
             return job.data
         with conn.begin_nested():
-            return kind.prepare(conn, job, self.settings.artifacts)
+            return kind.prepare(conn, job, self.store)
 
     # -- ending -----------------------------------------------------------------------------
 
@@ -304,7 +307,7 @@ class Settler:
             with conn.begin_nested():
                 if not queue.ack(conn, job.lease):
                     return "lost"
-                self._ended(job, kind.record(conn, job, result, self.settings.artifacts))
+                self._ended(job, kind.record(conn, job, result))
         except Exception as error:
             if isinstance(error, DBAPIError) and connection_lost(error):
                 raise
@@ -340,9 +343,7 @@ class Settler:
         causes = (*job.crash_causes, cause)
         with transaction(self.engine) as conn:
             if len(causes) >= self.settings.max_crashes or job.final_attempt:
-                closed = fail_crashed_capture(
-                    conn, job, running.kind, causes, self.settings.artifacts
-                )
+                closed = fail_crashed_capture(conn, job, running.kind, causes)
                 if closed == "lost":
                     return "lost"
                 self._ended(job, closed)
@@ -370,7 +371,7 @@ class Settler:
         failure is still recorded (and the error logged) instead of rolled back with it."""
         try:
             with conn.begin_nested():
-                self._ended(job, kind.on_failed(conn, job, error, self.settings.artifacts))
+                self._ended(job, kind.on_failed(conn, job, error))
         except Exception as hook_error:
             if isinstance(hook_error, DBAPIError) and connection_lost(hook_error):
                 raise
@@ -380,7 +381,7 @@ class Settler:
         with transaction(self.engine) as conn:
             if not queue.cancel(conn, running.job.lease):
                 return "lost"
-            closed = running.kind.on_cancelled(conn, running.job, self.settings.artifacts)
+            closed = running.kind.on_cancelled(conn, running.job)
             self._ended(running.job, closed)
         return "cancelled"
 
@@ -401,7 +402,7 @@ class Settler:
         noted by a transaction that then rolled back has not ended, and is skipped."""
         ended, self.ended_builds = self.ended_builds, set()
         for build_id in sorted(ended):
-            publish_report(self.engine, build_id, self.settings.artifacts)
+            publish_report(self.engine, build_id, self.store)
 
     def _backoff(self, job: Job) -> float:
         return queue.backoff_seconds(

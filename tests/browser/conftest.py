@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from child.browser.launch import ChildBrowser, child_browser, discard_child_browser
+from ipc.artifacts.folder import FolderStore
 from ipc.storybook import (
     DEFAULT_VIEWPORT_HEIGHT,
     DEFAULT_VIEWPORT_WIDTH,
@@ -54,7 +55,7 @@ class Stored:
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
     """The fixture's build stored under a fresh artifacts folder."""
     artifacts = tmp_path_factory.mktemp("artifacts")
-    return Stored(artifacts, store_storybook(artifacts, FIXTURE).ref)
+    return Stored(artifacts, store_storybook(FolderStore(artifacts), FIXTURE).ref)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def store_variant(
         shutil.copytree(FIXTURE, folder)
         change(folder)
         artifacts = tmp_path_factory.mktemp("artifacts")
-        return Stored(artifacts, store_files(artifacts, folder).ref)
+        return Stored(artifacts, store_files(FolderStore(artifacts), folder).ref)
 
     return store
 

@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 import pytest
 
+from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import ServeFailed, StoryRenderer
 from child.browser.site import Site
@@ -74,7 +75,7 @@ def test_a_renderer_that_crashes_fails_its_story_and_the_next_goes_on(
     browser: ChildBrowser, stored: Stored
 ) -> None:
     browser = child_browser()  # the module's, or the one launched after a test killed it
-    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
         assert renderer.take(snapshot(NEXT)).error is None
         timer = _later(1.0, browser.kill_renderers)
         started = time.monotonic()
@@ -92,7 +93,7 @@ def test_a_browser_that_dies_fails_its_story_and_is_launched_again(
     browser: ChildBrowser, stored: Stored
 ) -> None:
     browser = child_browser()
-    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
         assert renderer.take(snapshot(NEXT)).error is None
         timer = _later(1.0, lambda: os.kill(browser.pid, signal.SIGKILL))
         died = renderer.take(snapshot(HANG))
@@ -160,7 +161,7 @@ def test_a_build_file_the_store_lost_fails_the_job_instead_of_recording_a_bare_p
     render unstyled, and two equal shots of it would be recorded as the story. The job fails
     (and is tried again) naming the file instead."""
     variant: Stored = store_variant(lambda folder: None)
-    build = load(variant.artifacts, variant.ref)
+    build = load(for_job(str(variant.artifacts)), variant.ref)
     (css,) = [path for path in build.files if path.endswith(".css")]
     stored = build.path_of(css)
     assert stored is not None
@@ -183,7 +184,7 @@ def test_a_server_that_cannot_start_its_thread_is_the_hosts_trouble(
 
     monkeypatch.setattr(threading.Thread, "start", refuse)
     with pytest.raises(OutOfResources, match="out of resources: can't start new thread"):
-        Site(load(stored.artifacts, stored.ref))
+        Site(load(for_job(str(stored.artifacts)), stored.ref))
 
 
 def test_a_server_without_threads_for_requests_serves_them_on_its_own(
@@ -193,7 +194,7 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
     each request is then served on the server's own thread and its connection closed, never
     dropped (a dropped request failed the story it belonged to, in the soak)."""
     browser = child_browser()
-    with Site(load(stored.artifacts, stored.ref)) as site, StoryRenderer(site) as renderer:
+    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
         start = threading.Thread.start
 
         def refuse(thread: threading.Thread) -> None:
@@ -216,7 +217,7 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
 #: set meanwhile refuses.
 RENDERER_HOLDER = """
 import json, sys
-from pathlib import Path
+from child.artifacts.access import for_job
 from child.browser.launch import child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
@@ -224,7 +225,7 @@ from child.storybook.stored import load
 from child.worker.resources import OutOfResources
 from tests.browser.conftest import snapshot
 artifacts, ref = sys.argv[1], json.loads(sys.argv[2])
-with Site(load(Path(artifacts), ref)) as site, StoryRenderer(site, cap_seconds=6) as renderer:
+with Site(load(for_job(artifacts), ref)) as site, StoryRenderer(site, cap_seconds=6) as renderer:
     first = renderer.take(snapshot(sys.argv[3]))
     child_browser().kill_renderers()
     crashed = renderer.take(snapshot(sys.argv[3]))  # the story's own failure: no limit yet

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser
 from child.browser.preview import PreviewError, read_stories
 from child.browser.site import RequestGuard, Site
@@ -132,7 +133,7 @@ def test_a_preview_that_hangs_its_page_ends_at_the_deadline(
 ) -> None:
     hanging = store_variant(_hang_preview)
     beats: list[float] = []
-    with Site(load(hanging.artifacts, hanging.ref)) as site:
+    with Site(load(for_job(str(hanging.artifacts)), hanging.ref)) as site:
         started = time.monotonic()
         with pytest.raises(PreviewError) as raised:
             read_stories(

@@ -156,8 +156,17 @@ CASES = [
     Case(
         "artifacts that are a file",
         (*UPLOAD, "--database-url", "{database}", "--artifacts", "{images}/button.png"),
-        "button.png: cannot store button.png there: Not a directory",
+        "button.png: not a folder",
     ),
+    Case("artifacts in a bucket not named", (*UPLOAD, *ON, "--artifacts", "s3://"), "no bucket named (s3://bucket/prefix) (--artifacts or STORYSHELF_ARTIFACTS)"),
+    Case("a cache of nothing", (*RUN, "--cache-mib", "0"), "'0' is not a whole number from 1 (--cache-mib or STORYSHELF_CACHE_MIB)"),
+    Case(
+        "a bucket that does not answer",
+        (*UPLOAD, "--database-url", "{database}", "--artifacts", "s3://shots/ci"),
+        "the artifact store did not answer",
+        env={"STORYSHELF_S3_ENDPOINT": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"},
+    ),
+    Case("prune keep-days", ("prune", *ON, "--keep-days", "soon"), "'soon' is not a whole number from 0"),
     # Settings that cannot work (item 10)
     Case("stall leaves the lease no room", (*RUN, "--stall-seconds", "45"), "must be at most 40"),
     Case(

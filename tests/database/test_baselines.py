@@ -112,7 +112,7 @@ def test_an_accepted_build_replaces_the_baselines_of_its_names_and_only_those(
     run_build(engine, artifacts, screens(tmp_path / "f", a=(), c=()), branch="feature")
     cancelled = upload(engine, artifacts, screens(tmp_path / "v3", a=(), c=()))
     with transaction(engine) as conn:
-        cancel_build(conn, cancelled.build_id, artifacts)
+        cancel_build(conn, cancelled.build_id)
     # Neither a feature build nor a cancelled one is accepted.
     assert baseline_rows(engine) == {"a": second.build_id, "b": first.build_id, "c": first.build_id}
     with engine.connect() as conn:

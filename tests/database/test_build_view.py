@@ -166,7 +166,7 @@ def test_the_exit_status_tells_passed_changed_failed_and_cancelled_apart(
     failed = run_build(engine, artifacts, tmp_path / "v3", branch="feature").build_id
     cancelled = upload(engine, artifacts, tmp_path / "v2", branch="feature").build_id
     with transaction(engine) as conn:
-        cancel_build(conn, cancelled, artifacts)
+        cancel_build(conn, cancelled)
     verdicts = {
         build_id: build_command(capsys, database_url, tmp_path, str(build_id))
         for build_id in (passed, changed, failed, cancelled)

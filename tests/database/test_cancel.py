@@ -32,7 +32,7 @@ def test_cancelling_a_queued_build_cancels_it_at_once(engine: Engine, tmp_path: 
     artifacts = tmp_path / "artifacts"
     queued = upload(engine, artifacts, shots(tmp_path / "s", "a", "b"), shards=2)
     with transaction(engine) as conn:
-        outcome = cancel_build(conn, queued.build_id, artifacts)
+        outcome = cancel_build(conn, queued.build_id)
     assert (outcome.cancelled_jobs, outcome.flagged_jobs, outcome.build_status) == (
         2,
         0,
@@ -50,11 +50,11 @@ def test_a_running_job_is_flagged_and_its_host_ends_the_build(
     queued = upload(engine, artifacts, shots(tmp_path / "s", "a", "b"), shards=2)
     running = claim(engine, limit=1)[0]
     with transaction(engine) as conn:
-        outcome = cancel_build(conn, queued.build_id, artifacts)
+        outcome = cancel_build(conn, queued.build_id)
     assert (outcome.cancelled_jobs, outcome.flagged_jobs, outcome.build_status) == (1, 1, "pending")
     with transaction(engine) as conn:
         assert queue.cancel(conn, running.lease)
-        capture_kind.on_cancelled(conn, running, artifacts)
+        capture_kind.on_cancelled(conn, running)
     assert statuses(engine, builds.c.status) == ["cancelled"]
 
 
@@ -62,7 +62,7 @@ def test_cancelling_an_ended_build_changes_nothing(engine: Engine, tmp_path: Pat
     artifacts = tmp_path / "artifacts"
     queued = run_build(engine, artifacts, shots(tmp_path / "s", "a"))
     with transaction(engine) as conn:
-        outcome = cancel_build(conn, queued.build_id, artifacts)
+        outcome = cancel_build(conn, queued.build_id)
     assert (outcome.cancelled_jobs, outcome.flagged_jobs, outcome.build_status) == (0, 0, "passed")
 
 

@@ -403,7 +403,7 @@ def test_two_shards_ending_together_finalize_the_build_exactly_once(
 def fail(engine: Engine, job: queue.Job, error: str, artifacts: Path) -> None:
     with transaction(engine) as conn:
         assert queue.fail(conn, job.lease, error)
-        capture_kind.on_failed(conn, job, error, artifacts)
+        capture_kind.on_failed(conn, job, error)
 
 
 def test_on_failed_of_the_last_shard_finalizes_the_build_failed(
@@ -448,7 +448,7 @@ def test_a_job_failing_after_its_lease_ran_out_on_the_final_attempt_fails_its_sh
         conn.execute(update(jobs).values(lease_expires_at=past))
     with transaction(engine) as conn:
         (expired,) = queue.expire_leases(conn)
-        capture_kind.on_failed(conn, expired, queue.LEASE_EXHAUSTED_ERROR, artifacts)
+        capture_kind.on_failed(conn, expired, queue.LEASE_EXHAUSTED_ERROR)
     build = build_row(engine, queued.build_id)
     assert (build["status"], build["error"]) == (
         "failed",
@@ -475,7 +475,7 @@ def test_on_failed_after_the_build_ended_changes_nothing(
     before = build_row(engine, queued.build_id)
     (job,) = [queue.Job.from_row(row) for row in _job_rows(engine)]
     with transaction(engine) as conn:
-        capture_kind.on_failed(conn, job, "late crash report", artifacts)
+        capture_kind.on_failed(conn, job, "late crash report")
     assert build_row(engine, queued.build_id) == before
 
 
@@ -494,7 +494,7 @@ def test_on_cancelled_of_the_last_open_shard_cancels_the_build(
         queue.request_cancel(conn, queued.build_id)
     with transaction(engine) as conn:
         assert queue.cancel(conn, running.lease)
-        capture_kind.on_cancelled(conn, running, artifacts)
+        capture_kind.on_cancelled(conn, running)
     build = build_row(engine, queued.build_id)
     assert (build["status"], build["new"], build["accepted_at"]) == ("cancelled", 1, None)
     with engine.connect() as conn:

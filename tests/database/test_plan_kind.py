@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
+from ipc.artifacts.folder import FolderStore
 from ipc.storybook import StorySnapshot
 from supervisor.builds import capture, plan
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
@@ -50,19 +51,19 @@ def planned(*shots: Mapping[str, Any], error: str | None = None) -> dict[str, An
 
 
 def queue_plan(engine: Engine, artifacts: Path, shards: int | None = None) -> queue.Job:
-    stored = store_storybook(artifacts, FIXTURE)
+    stored = store_storybook(FolderStore(artifacts), FIXTURE)
     with transaction(engine) as conn:
         enqueue_storybook(conn, project="web", branch="feature", storybook=stored, shards=shards)
     (job,) = [job for job in claim(engine) if job.kind == "plan"]
     with transaction(engine) as conn:
-        plan.prepare(conn, job, artifacts)
+        plan.prepare(conn, job, FolderStore(artifacts))
     return job
 
 
 def record(engine: Engine, job: queue.Job, result: Any, artifacts: Path) -> str:
     with engine.connect() as conn, conn.begin():
         assert queue.ack(conn, job.lease)
-        return plan.record(conn, job, result, artifacts)
+        return plan.record(conn, job, result)
 
 
 def rows(engine: Engine, table: Any) -> list[dict[str, Any]]:
@@ -164,6 +165,6 @@ def test_a_malformed_plan_is_refused_and_writes_nothing(
 ) -> None:
     job = queue_plan(engine, tmp_path / "artifacts")
     with pytest.raises(plan.PlanError), engine.connect() as conn, conn.begin():
-        plan.record(conn, job, result, tmp_path / "artifacts")
+        plan.record(conn, job, result)
     assert [j["kind"] for j in rows(engine, jobs)] == ["plan"]
     assert rows(engine, capture_shards) == []

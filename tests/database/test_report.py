@@ -21,6 +21,7 @@ from sqlalchemy import Engine, select
 from structlog.testing import capture_logs
 
 from child.capture import shard as capture
+from ipc.artifacts.folder import FolderStore
 from ipc.messages import Done
 from supervisor.builds import view as view_module
 from supervisor.builds.registry import registered_kinds
@@ -443,8 +444,8 @@ def test_no_report_is_written_for_an_unknown_or_unfinished_build(
     artifacts = tmp_path / "artifacts"
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     queued = upload(engine, artifacts, tmp_path / "v1")
-    assert publish_report(engine, 99, artifacts) is None
-    assert publish_report(engine, queued.build_id, artifacts) is None
+    assert publish_report(engine, 99, FolderStore(artifacts)) is None
+    assert publish_report(engine, queued.build_id, FolderStore(artifacts)) is None
     assert not (artifacts / "reports").exists()
 
 
@@ -462,9 +463,14 @@ def test_a_report_that_cannot_be_written_lets_the_build_end_and_build_id_writes_
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     queued = upload(engine, artifacts, tmp_path / "v1")
     (artifacts / "reports").write_text("in the way")
-    settings = HostSettings(database_url=database_url, artifacts=artifacts, host_id="h")
+    settings = HostSettings(database_url=database_url, artifacts=str(artifacts), host_id="h")
     settler = Settler(
-        engine, settings, registered_kinds(), structlog.get_logger().bind(), time.monotonic
+        engine,
+        settings,
+        FolderStore(artifacts),
+        registered_kinds(),
+        structlog.get_logger().bind(),
+        time.monotonic,
     )
     (running,) = settler.complete_and_claim([child])
     settler.ended(running, Done(running.job.id, capture.run(running.payload, lambda _: None)))

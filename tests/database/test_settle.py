@@ -9,6 +9,7 @@ import pytest
 import structlog
 from sqlalchemy import Connection, Engine, text
 
+from ipc.artifacts.folder import FolderStore
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.db.connection import DatabaseUnavailable
 from supervisor.db.queue import Job
@@ -30,8 +31,9 @@ def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
 ) -> None:
     job_id = enqueue(engine, "drop")
     kinds = {"drop": Kind("drop", accepts=lambda _data: True, prepare=_drop_own_connection)}
-    settings = HostSettings(database_url=database_url, artifacts=tmp_path, host_id="h")
-    settler = Settler(engine, settings, kinds, structlog.get_logger().bind(), time.monotonic)
+    settings = HostSettings(database_url=database_url, artifacts=str(tmp_path), host_id="h")
+    store = FolderStore(tmp_path)
+    settler = Settler(engine, settings, store, kinds, structlog.get_logger().bind(), time.monotonic)
     with pytest.raises(DatabaseUnavailable):
         settler.complete_and_claim([child])
     row = job(engine, job_id)

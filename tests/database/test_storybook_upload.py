@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, update
 
+from ipc.artifacts.folder import FolderStore
 from ipc.storybook import file_key
 from supervisor.builds import baselines
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
@@ -79,12 +80,12 @@ def test_a_static_build_becomes_one_plan_job_and_its_files_are_stored_by_content
 
 def test_an_unchanged_file_is_stored_once_across_builds(tmp_path: Path) -> None:
     artifacts = tmp_path / "artifacts"
-    first = store_storybook(artifacts, FIXTURE)
+    first = store_storybook(FolderStore(artifacts), FIXTURE)
     before = stored_files(artifacts)
     changed = shutil.copytree(FIXTURE, tmp_path / "changed")
     (changed / "iframe.html").write_text((changed / "iframe.html").read_text() + "\n<!-- v2 -->")
-    second = store_storybook(artifacts, changed)
-    again = store_storybook(artifacts, FIXTURE)
+    second = store_storybook(FolderStore(artifacts), changed)
+    again = store_storybook(FolderStore(artifacts), FIXTURE)
     # Every file but the manifest (files of equal bytes and name are one).
     assert first.written == len(before) - 1
     assert second.written == 1  # the changed page; the other files are the first build's
@@ -100,7 +101,7 @@ def test_the_baselines_of_its_creation_are_frozen_for_the_plan(
     run_build(engine, artifacts, screens(tmp_path / "one", **first))
     with transaction(engine) as conn:
         queued = enqueue_storybook(
-            conn, project="web", branch="feature", storybook=store_storybook(artifacts, FIXTURE)
+            conn, project="web", branch="feature", storybook=store_storybook(FolderStore(artifacts), FIXTURE)
         )
         # The plan waits (its run_at ahead) while a newer baseline is accepted.
         conn.execute(update(jobs).values(run_at=datetime(2100, 1, 1, tzinfo=UTC)))

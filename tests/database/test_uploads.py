@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from child.capture import shard as capture
+from ipc.artifacts.folder import FolderStore
 from ipc.framing import MAX_FRAME_BYTES, encode
 from ipc.messages import Done, Run
 from supervisor.builds import uploads
@@ -37,7 +38,7 @@ def table(engine: Engine, name: Any) -> list[dict[str, Any]]:
 
 
 def enqueue(engine: Engine, artifacts: Path, folder: Path, **options: Any) -> uploads.QueuedBuild:
-    images = uploads.store_images(artifacts, folder)
+    images = uploads.store_images(FolderStore(artifacts), folder)
     with transaction(engine) as conn:
         return uploads.enqueue_build(
             conn, project=options.pop("project", "web"), branch="main", images=images, **options
@@ -49,8 +50,7 @@ def test_images_are_stored_once_under_their_sha256(tmp_path: Path) -> None:
     first = write_png(tmp_path / "one/a.png", marks=((1, 1, 4, 4),))
     write_png(tmp_path / "two/b.png", marks=((1, 1, 4, 4),))
     digest = hashlib.sha256(first.read_bytes()).hexdigest()
-    stored = uploads.store_images(artifacts, tmp_path / "one") + uploads.store_images(
-        artifacts, tmp_path / "two"
+    stored = uploads.store_images(FolderStore(artifacts), tmp_path / "one") + uploads.store_images(FolderStore(artifacts), tmp_path / "two"
     )
     assert {image.image for image in stored} == {f"images/{digest[:2]}/{digest}.png"}
     assert {image.sha256 for image in stored} == {digest}
@@ -373,7 +373,7 @@ def test_a_full_shard_of_the_longest_names_fits_in_a_frame_both_ways(
 ) -> None:
     """The bound holds for the real run message, baselines included, and for its result."""
     artifacts = tmp_path / "artifacts"
-    (stored,) = uploads.store_images(artifacts, images_folder(tmp_path / "one", ["x"]))
+    (stored,) = uploads.store_images(FolderStore(artifacts), images_folder(tmp_path / "one", ["x"]))
     # Four UTF-8 bytes a character: the longest names in bytes that an upload lets through.
     names = [f"{n:04d}" + "\U0001d538" * (uploads.MAX_NAME_CHARS - 4) for n in range(4080)]
     assert len(names) == uploads.MAX_SNAPSHOTS_PER_SHARD

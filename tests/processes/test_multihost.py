@@ -1,7 +1,9 @@
-"""Hosts that share only the database and the artifacts folder: real processes, real shards.
+"""Hosts that share only the database and the artifacts: real processes, real shards.
 
 Two hosts on one build must split its shards and end it once; a host killed in the middle of a
 shard must leave it to another host once its lease runs out, with the results recorded once.
+Each test runs on a shared folder and on a bucket; on a bucket each host has its own working
+folder and cache, as hosts on separate machines do.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select
 
+from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
 from supervisor.commands.demo_images import write_demo_images
 from supervisor.db.connection import transaction
@@ -37,13 +40,8 @@ CHANGED_PER_COPY, NEW_PER_COPY = 4, 1
 
 
 @pytest.fixture
-def artifacts(tmp_path: Path) -> Path:
-    return tmp_path / "artifacts"
-
-
-@pytest.fixture
-def start_host(database_url: str, artifacts: Path) -> Iterator[StartHost]:
-    yield from hosts(database_url, artifacts)
+def start_host(database_url: str, store: ArtifactStore, tmp_path: Path) -> Iterator[StartHost]:
+    yield from hosts(database_url, store.location, tmp_path)
 
 
 def screenshots(folder: Path, variant: str) -> Path:
@@ -55,8 +53,10 @@ def screenshots(folder: Path, variant: str) -> Path:
     return folder / "stories"
 
 
-def upload(engine: Engine, artifacts: Path, folder: Path, branch: str, shards: int) -> QueuedBuild:
-    images = store_images(artifacts, folder)
+def upload(
+    engine: Engine, store: ArtifactStore, folder: Path, branch: str, shards: int
+) -> QueuedBuild:
+    images = store_images(store, folder)
     with transaction(engine) as conn:
         return enqueue_build(conn, project="p", branch=branch, images=images, shards=shards)
 
@@ -73,16 +73,17 @@ def build_ended(engine: Engine, build_id: int, timeout: float = 60.0) -> dict[st
 
 
 def accepted_baseline(
-    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+    engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
     """The `main` build, captured and accepted, so that the branch has baselines to diff."""
-    queued = upload(engine, artifacts, screenshots(tmp_path / "main", "baseline"), "main", 1)
+    queued = upload(engine, store, screenshots(tmp_path / "main", "baseline"), "main", 1)
     assert start_host(*FAST, "--drain").wait(60) == 0
     assert build_row(engine, queued.build_id)["status"] == "passed"
 
 
-def assert_recorded_once(engine: Engine, queued: QueuedBuild) -> None:
-    """Every shard completed with its own snapshots, each name once, and the verdict right."""
+def assert_recorded_once(engine: Engine, store: ArtifactStore, queued: QueuedBuild) -> None:
+    """Every shard completed with its own snapshots, each name once, the verdict right, and
+    every image and diff they name in the store."""
     row = build_row(engine, queued.build_id)
     assert (row["status"], row["new"], row["changed"], row["failed"]) == (
         "changed",
@@ -95,12 +96,17 @@ def assert_recorded_once(engine: Engine, queued: QueuedBuild) -> None:
         shards = conn.execute(
             select(capture_shards.c.status).where(capture_shards.c.build_id == queued.build_id)
         ).scalars()
-        names = conn.execute(
-            select(snapshots.c.name).where(snapshots.c.build_id == queued.build_id)
-        ).scalars()
+        rows = conn.execute(
+            select(snapshots.c.name, snapshots.c.image_path, snapshots.c.diff_path).where(
+                snapshots.c.build_id == queued.build_id
+            )
+        ).all()
         assert set(shards) == {"completed"}
-        recorded = list(names)
+    recorded = [row.name for row in rows]
     assert len(recorded) == len(set(recorded)) == queued.snapshot_count
+    diffs = {row.diff_path for row in rows if row.diff_path}
+    assert len(diffs) == CHANGED_PER_COPY * COPIES
+    assert store.missing({row.image_path for row in rows} | diffs) == set()
 
 
 def completed_by(host: HostProcess, job_ids: tuple[int, ...]) -> set[int]:
@@ -112,17 +118,17 @@ def completed_by(host: HostProcess, job_ids: tuple[int, ...]) -> set[int]:
 
 
 def test_two_hosts_split_a_builds_shards_and_end_it_once(
-    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+    engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
-    accepted_baseline(engine, artifacts, tmp_path, start_host)
+    accepted_baseline(engine, store, tmp_path, start_host)
     first = start_host(*FAST, "--concurrency", "1")
     second = start_host(*FAST, "--concurrency", "1")
     for host in (first, second):
         host.wait_for_event("image engine loaded")
-    queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 8)
+    queued = upload(engine, store, screenshots(tmp_path / "branch", "branch"), "feature", 8)
     build_ended(engine, queued.build_id)
     assert first.stop() == 0 and second.stop() == 0
-    assert_recorded_once(engine, queued)
+    assert_recorded_once(engine, store, queued)
     split = [completed_by(host, queued.job_ids) for host in (first, second)]
     assert all(split), f"one host took every shard: {split}"
     assert split[0] | split[1] == set(queued.job_ids) and not split[0] & split[1]
@@ -135,13 +141,13 @@ def test_two_hosts_split_a_builds_shards_and_end_it_once(
 
 
 def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease(
-    engine: Engine, artifacts: Path, tmp_path: Path, start_host: StartHost
+    engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
-    accepted_baseline(engine, artifacts, tmp_path, start_host)
+    accepted_baseline(engine, store, tmp_path, start_host)
     short_lease = (*FAST, "--concurrency", "1", "--lease-seconds", "2", "--stall-seconds", "1.2")
     doomed = start_host(*short_lease)
     doomed.wait_for_event("image engine loaded")
-    queued = upload(engine, artifacts, screenshots(tmp_path / "branch", "branch"), "feature", 1)
+    queued = upload(engine, store, screenshots(tmp_path / "branch", "branch"), "feature", 1)
     (job_id,) = queued.job_ids
     running_child(doomed, job_id)
     doomed.signal(signal.SIGKILL)
@@ -153,5 +159,5 @@ def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease
     assert rescuer.stop() == 0
     assert completed_by(rescuer, queued.job_ids) == {job_id}
     assert not completed_by(doomed, queued.job_ids)
-    assert_recorded_once(engine, queued)
+    assert_recorded_once(engine, store, queued)
     assert len(rescuer.events("build finished", build_id=queued.build_id)) == 1

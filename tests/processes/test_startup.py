@@ -56,7 +56,7 @@ def test_the_parent_never_imports_pyvips(tmp_path: Path) -> None:
         import supervisor.commands.main, supervisor.commands.demo, supervisor.builds.capture, supervisor.builds.report
         from supervisor.host.settings import HostSettings
         from supervisor.host.loop import Host
-        host = Host(HostSettings(database_url="sqlite:///{tmp_path}/db.sqlite", artifacts=Path("{tmp_path}"), concurrency=1))
+        host = Host(HostSettings(database_url="sqlite:///{tmp_path}/db.sqlite", artifacts="{tmp_path}", concurrency=1))
         assert host.start() == 0
         host.shutdown()
         print(sorted(name for name in sys.modules if name.split(".")[0] in ("pyvips", "child")))
@@ -111,7 +111,7 @@ def test_scratch_of_dead_children_is_swept_at_start(tmp_path: Path) -> None:
     alive = folder / f"{os.getpid()}-diff.png.tmp"
     for path in (gone, unowned, alive):
         path.write_bytes(b"x")
-    assert scratch.sweep(tmp_path, structlog.get_logger()) == 2
+    assert scratch.sweep([tmp_path], structlog.get_logger()) == 2
     assert [path.name for path in folder.iterdir()] == [alive.name]
 
 

@@ -21,6 +21,8 @@ import psutil
 import pytest
 from sqlalchemy import Engine, select
 
+from ipc.artifacts.folder import FolderStore
+from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.view import load_build
 from supervisor.db.connection import transaction
@@ -78,8 +80,15 @@ def start_host(database_url: str, artifacts: Path) -> Iterator[StartHost]:
     yield from hosts(database_url, artifacts)
 
 
-def queue_storybook(engine: Engine, artifacts: Path, folder: Path, branch: str) -> int:
-    stored = store_storybook(artifacts, folder)
+@pytest.fixture
+def bucket_hosts(database_url: str, store: ArtifactStore, tmp_path: Path) -> Iterator[StartHost]:
+    """Hosts on the `store` bucket, each with a working folder and cache of its own."""
+    yield from hosts(database_url, store.location, tmp_path)
+
+
+def queue_storybook(engine: Engine, artifacts: Path | ArtifactStore, folder: Path, branch: str) -> int:
+    store = FolderStore(artifacts) if isinstance(artifacts, Path) else artifacts
+    stored = store_storybook(store, folder)
     with transaction(engine) as conn:
         return enqueue_storybook(conn, project="web", branch=branch, storybook=stored).build_id
 
@@ -112,7 +121,29 @@ def chromium_started_since(moment: float) -> list[psutil.Process]:
 def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
     engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
 ) -> None:
-    main = queue_storybook(engine, artifacts, FIXTURE, "main")
+    captured_twice(engine, FolderStore(artifacts), start_host, tmp_path)
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("store", ["s3"], indirect=True)
+def test_hosts_that_share_only_a_bucket_capture_every_story_and_agree_byte_for_byte(
+    engine: Engine, store: ArtifactStore, bucket_hosts: StartHost, tmp_path: Path
+) -> None:
+    """The same build twice through two hosts, each with its own working folder and cache, that
+    share nothing but PostgreSQL and the bucket: the Storybook's files reach each child's
+    browser through its host's cache, captures go to the bucket."""
+    captured_twice(engine, store, bucket_hosts, tmp_path)
+    caches = sorted(tmp_path.glob("cache-*"))
+    assert len(caches) == 2
+    assert all(any(path.is_file() for path in cache.rglob("*")) for cache in caches)
+
+
+def captured_twice(
+    engine: Engine, store: ArtifactStore, start_host: StartHost, tmp_path: Path
+) -> None:
+    """The fixture captured by one host, then a branch without one story by another: every
+    story's result as the fixture promises, and the second build's images the first's."""
+    main = queue_storybook(engine, store, FIXTURE, "main")
     assert start_host(*STORY_HOST, "--drain").wait(180) == 0
     first = results(engine, main)
     assert {name: row["status"] for name, row in first.items()} == EXPECTED
@@ -132,17 +163,16 @@ def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
     assert (widths["story_id"], widths["mode"]) == ("example-viewports--chromatic-widths", "320")
     assert widths["title"] and widths["story"]
     assert first["example-diff--chromatic-diff-threshold"]["threshold"] == 0.3
-    for row in first.values():
-        if row["status"] != "failed":
-            stored = artifacts / row["image_path"]
-            assert stored.is_file() and row["settled"] is True, row["name"]
+    captured = [row for row in first.values() if row["status"] != "failed"]
+    assert all(row["settled"] is True for row in captured)
+    assert store.missing({row["image_path"] for row in captured}) == set()
 
     # The branch deletes one story: the same build less one index entry.
     branch = shutil.copytree(FIXTURE, tmp_path / "branch")
     index = json.loads((branch / "index.json").read_text())
     del index["entries"][REMOVED]
     (branch / "index.json").write_text(json.dumps(index))
-    feature = queue_storybook(engine, artifacts, branch, "feature")
+    feature = queue_storybook(engine, store, branch, "feature")
     assert start_host(*STORY_HOST, "--drain").wait(180) == 0
     second = results(engine, feature)
     assert set(second) == set(EXPECTED) - {REMOVED}

@@ -12,8 +12,9 @@ import pytest
 
 from child.capture import shard as capture
 from child.capture.header import png_size
-from child.capture.paths import ArtifactsRoot, UnsafePath, resolve_under
+from child.capture.paths import ArtifactsRoot
 from child.diff.compare import ImageError
+from ipc.artifacts.keys import UnsafeKey
 from supervisor.commands.demo_images import _chunk
 from tests.capture_helpers import write_png
 
@@ -241,11 +242,11 @@ def test_a_missing_image_fails_its_snapshot(root: Path) -> None:
     assert result["error"]
 
 
-def test_resolve_under_returns_the_real_path_inside_the_root(root: Path) -> None:
+def test_a_key_resolves_to_the_real_path_inside_the_root(root: Path) -> None:
     image = write_png(root / "images/a.png")
-    assert resolve_under(root, "images/a.png") == image.resolve()
-    with pytest.raises(UnsafePath, match="empty path"):
-        resolve_under(root, "")
+    assert ArtifactsRoot(root).resolve("images/a.png") == image.resolve()
+    with pytest.raises(UnsafeKey, match="empty path"):
+        ArtifactsRoot(root).resolve("")
 
 
 def test_an_unchanged_snapshot_takes_its_size_from_its_png_header(root: Path) -> None:
@@ -303,7 +304,7 @@ def test_an_unchanged_snapshot_whose_file_is_gone_fails_alone(root: Path) -> Non
     ],
 )
 def test_windows_paths_leaving_the_root_are_refused(root: Path, path: str, reason: str) -> None:
-    with pytest.raises(UnsafePath, match=reason):
+    with pytest.raises(UnsafeKey, match=reason):
         ArtifactsRoot(root).resolve(path)
 
 
@@ -315,5 +316,5 @@ def test_a_root_that_is_a_link_resolves_paths_inside_its_target(root: Path) -> N
     assert ArtifactsRoot(alias).resolve(".") == root.resolve()
     (root / "up").symlink_to(root.parent)
     assert ArtifactsRoot(alias).resolve("up/alias/images/a.png") == image.resolve()
-    with pytest.raises(UnsafePath, match="links outside"):
+    with pytest.raises(UnsafeKey, match="links outside"):
         ArtifactsRoot(alias).resolve("up/outside.png")

@@ -1,0 +1,218 @@
+"""The artifact store as an S3-compatible bucket, through boto3: what lets hosts on different
+machines share builds with nothing between them but PostgreSQL and the bucket.
+
+`s3://bucket/prefix` names it; the endpoint, region and credentials come from the standard AWS
+variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, a profile...), and
+`STORYSHELF_S3_ENDPOINT` points at a self-hosted store (SeaweedFS, MinIO, Garage), which is
+then addressed by path. A PUT is whole or not there, so a reader never sees half an object.
+
+boto3 retries a failed request itself, a few times with short waits (`RETRIES`); what still
+fails is sorted by `ipc.artifacts.store`'s three errors, and a job that meets a store down for
+longer is retried by the queue with its backoff. The client is made in the process that uses
+it, never inherited across a fork (its connection pool would be shared with the parent's).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+from ipc.artifacts.keys import check_key
+from ipc.artifacts.store import (
+    ArtifactMissing,
+    StoredObject,
+    StoreError,
+    StoreRefused,
+    StoreUnavailable,
+)
+
+#: The variable naming a self-hosted store's endpoint (`http://127.0.0.1:8333`).
+ENDPOINT_VARIABLE = "STORYSHELF_S3_ENDPOINT"
+#: Requests in flight at once for `missing` and `put_files`: an upload of thousands of small
+#: screenshots is bound by round trips, not bandwidth.
+CONCURRENCY = 16
+#: Seconds to connect, and to wait for a response's next bytes, before boto3 tries again.
+CONNECT_SECONDS = 5
+READ_SECONDS = 20
+#: Attempts boto3 makes per request ("standard" mode: exponential backoff with jitter).
+RETRIES = 3
+#: What S3 error codes mean for the job: gone for good, or worth a retry later.
+MISSING_CODES = frozenset(("404", "NoSuchKey", "NotFound"))
+TRANSIENT_CODES = frozenset(
+    ("RequestTimeout", "SlowDown", "ServiceUnavailable", "InternalError", "Throttling")
+)
+
+Result = TypeVar("Result")
+
+
+class S3Store:
+    """Artifacts in `bucket` under `prefix` (see the module)."""
+
+    def __init__(self, bucket: str, prefix: str = "") -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.location = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        self._client_of: tuple[int, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.location!r})"
+
+    def _key(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def where(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self._key(key)}"
+
+    def check(self) -> None:
+        try:
+            self._call(self.location, lambda s3: s3.head_bucket(Bucket=self.bucket))
+        except ArtifactMissing:
+            raise StoreRefused(f"{self.location}: no such bucket") from None
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._call(key, lambda s3: s3.head_object(Bucket=self.bucket, Key=self._key(key)))
+        except ArtifactMissing:
+            return False
+        return True
+
+    def missing(self, keys: Collection[str]) -> set[str]:
+        found = self._concurrently(self.exists, keys)
+        return {key for key, there in zip(keys, found, strict=True) if not there}
+
+    def put_file(self, key: str, path: Path) -> None:
+        with path.open("rb") as body:
+            self._put(key, body)
+
+    def put_files(self, files: Collection[tuple[str, Path]]) -> None:
+        self._concurrently(lambda pair: self.put_file(*pair), files)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._put(key, data)
+
+    @contextmanager
+    def writer(self, key: str) -> Iterator[BinaryIO]:
+        with tempfile.TemporaryFile() as spool:
+            yield spool
+            spool.seek(0)
+            self._put(key, spool)
+
+    def read_bytes(self, key: str) -> bytes:
+        def read(s3: Any) -> bytes:
+            body: bytes = s3.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            return body
+
+        return self._call(key, read)
+
+    def download(self, key: str, target: Path) -> None:
+        def fetch(s3: Any) -> None:
+            response = s3.get_object(Bucket=self.bucket, Key=self._key(key))
+            with target.open("wb") as out:
+                for chunk in response["Body"].iter_chunks(1 << 20):
+                    out.write(chunk)
+
+        self._call(key, fetch)
+
+    def listing(self, prefix: str) -> Iterator[StoredObject]:
+        under = self._key(prefix) if prefix else self.prefix
+        if under and not under.endswith("/"):
+            under += "/"
+        skip = len(self.prefix) + 1 if self.prefix else 0
+        pages = self._call(
+            prefix,
+            lambda s3: s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=under
+            ),
+        )
+        try:
+            for page in pages:
+                for item in page.get("Contents", ()):
+                    modified = item["LastModified"].timestamp()
+                    yield StoredObject(item["Key"][skip:], item["Size"], modified)
+        except Exception as error:
+            raise _sorted(prefix, error) from None
+
+    def delete(self, keys: Collection[str]) -> None:
+        names = [self._key(key) for key in keys]
+        for start in range(0, len(names), 1000):  # the most one request may name
+            batch = [{"Key": name} for name in names[start : start + 1000]]
+            self._call(
+                self.location,
+                lambda s3, batch=batch: s3.delete_objects(  # type: ignore[misc]
+                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
+                ),
+            )
+
+    def _put(self, key: str, body: bytes | BinaryIO) -> None:
+        self._call(
+            key, lambda s3: s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
+        )
+
+    def _concurrently(
+        self, work: Callable[[Any], Result], items: Collection[Any]
+    ) -> list[Result]:
+        if len(items) < 2:
+            return [work(item) for item in items]
+        self._client()  # made once, before the threads share it
+        with ThreadPoolExecutor(min(CONCURRENCY, len(items))) as pool:
+            return list(pool.map(work, items))
+
+    def _call(self, key: str, request: Callable[[Any], Result]) -> Result:
+        """`request(client)`, its failure sorted into a `StoreError` naming `key`."""
+        try:
+            return request(self._client())
+        except StoreError:
+            raise
+        except Exception as error:
+            raise _sorted(key, error) from None
+
+    def _client(self) -> Any:
+        """This process's client (a forked child makes its own: see the module)."""
+        if self._client_of is None or self._client_of[0] != os.getpid():
+            self._client_of = (os.getpid(), _new_client())
+        return self._client_of[1]
+
+
+def _new_client() -> Any:
+    import boto3  # only a host that uses a bucket pays for the import
+    from botocore.config import Config
+
+    endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
+    config = Config(
+        connect_timeout=CONNECT_SECONDS,
+        read_timeout=READ_SECONDS,
+        retries={"max_attempts": RETRIES, "mode": "standard"},
+        max_pool_connections=2 * CONCURRENCY,
+        s3={"addressing_style": "path"} if endpoint else {},
+    )
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    return boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, region_name=region, config=config
+    )
+
+
+def _sorted(key: str, error: Exception) -> StoreError:
+    """`error` of boto3 as the store error that says what the job should do."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    if isinstance(error, ClientError):
+        detail = error.response.get("Error", {})
+        code = str(detail.get("Code", ""))
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        message = detail.get("Message") or code or str(error)
+        if code in MISSING_CODES or (status == 404 and code != "NoSuchBucket"):
+            return ArtifactMissing(f"{key}: not in the artifact store")
+        if status >= 500 or code in TRANSIENT_CODES:
+            return StoreUnavailable(f"{key}: the artifact store failed: {message} ({code})")
+        return StoreRefused(f"{key}: the artifact store refused: {message} ({code or status})")
+    if isinstance(error, NoCredentialsError):
+        return StoreRefused(f"{key}: no credentials for the artifact store (AWS_ACCESS_KEY_ID)")
+    if isinstance(error, BotoCoreError | OSError):
+        return StoreUnavailable(f"{key}: the artifact store did not answer: {error}")
+    raise error

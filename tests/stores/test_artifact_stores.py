@@ -1,0 +1,120 @@
+"""Every artifact store keeps the same promises: a folder, and a real S3-compatible bucket.
+
+Each test runs on both (`store` fixture); what only a bucket can do wrong (not answer, refuse
+credentials, lack the bucket) is tested on a real server too, never a mock.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from ipc.artifacts.keys import UnsafeKey
+from ipc.artifacts.s3 import ENDPOINT_VARIABLE, S3Store
+from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoreRefused, StoreUnavailable
+from tests.postgres_server import free_port
+
+
+def test_a_stored_file_reads_back_whole(store: ArtifactStore, tmp_path: Path) -> None:
+    source = tmp_path / "source.png"
+    source.write_bytes(b"\x89PNG" + bytes(range(256)) * 100)
+    store.put_file("images/ab/one.png", source)
+    store.put_bytes("reports/build-1.html", b"<html>")
+    assert store.exists("images/ab/one.png") and store.exists("reports/build-1.html")
+    assert store.read_bytes("images/ab/one.png") == source.read_bytes()
+    target = tmp_path / "copy.png"
+    store.download("images/ab/one.png", target)
+    assert target.read_bytes() == source.read_bytes()
+    store.put_bytes("reports/build-1.html", b"<html>again")
+    assert store.read_bytes("reports/build-1.html") == b"<html>again"
+
+
+def test_missing_names_the_keys_not_stored_of_many(store: ArtifactStore, tmp_path: Path) -> None:
+    files = []
+    for number in range(40):
+        path = tmp_path / f"{number}.png"
+        path.write_bytes(f"image {number}".encode())
+        files.append((f"images/{number:02d}/{number}.png", path))
+    store.put_files(files[:30])
+    asked = [key for key, _path in files]
+    assert store.missing(asked) == set(asked[30:])
+    assert store.read_bytes(files[7][0]) == b"image 7"
+
+
+def test_a_writer_stores_only_a_block_that_ended_well(store: ArtifactStore) -> None:
+    with store.writer("reports/build-2.html") as out:
+        out.write(b"<html>")
+        assert not store.exists("reports/build-2.html"), "visible before it was whole"
+    assert store.read_bytes("reports/build-2.html") == b"<html>"
+    with pytest.raises(RuntimeError), store.writer("reports/build-3.html") as out:
+        out.write(b"<ht")
+        raise RuntimeError("rendering broke")
+    assert not store.exists("reports/build-3.html")
+
+
+def test_listing_gives_every_key_under_a_prefix_with_size_and_time(store: ArtifactStore) -> None:
+    before = time.time() - 60
+    store.put_bytes("images/aa/1.png", b"1")
+    store.put_bytes("images/bb/2.png", b"22")
+    store.put_bytes("diffs/1/3.png", b"333")
+    listed = {item.key: item for item in store.listing("images/")}
+    assert set(listed) == {"images/aa/1.png", "images/bb/2.png"}
+    assert listed["images/bb/2.png"].size == 2
+    assert all(before < item.modified < time.time() + 60 for item in listed.values())
+
+
+def test_delete_removes_keys_and_passes_over_those_gone(store: ArtifactStore) -> None:
+    store.put_bytes("diffs/1/a.png", b"a")
+    store.put_bytes("diffs/1/b.png", b"b")
+    store.delete(["diffs/1/a.png", "diffs/1/never.png"])
+    assert store.missing(["diffs/1/a.png", "diffs/1/b.png"]) == {"diffs/1/a.png"}
+
+
+def test_a_key_not_stored_is_missing(store: ArtifactStore, tmp_path: Path) -> None:
+    assert not store.exists("images/00/none.png")
+    with pytest.raises((ArtifactMissing, FileNotFoundError)):
+        store.read_bytes("images/00/none.png")
+    with pytest.raises((ArtifactMissing, FileNotFoundError)):
+        store.download("images/00/none.png", tmp_path / "none.png")
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [("", "empty path"), ("/etc/passwd", "absolute"), ("images/../../x.png", "'..'")],
+)
+def test_keys_that_leave_the_root_are_refused(store: ArtifactStore, key: str, reason: str) -> None:
+    with pytest.raises(UnsafeKey, match=reason):
+        store.put_bytes(key, b"x")
+    with pytest.raises(UnsafeKey, match=reason):
+        store.exists(key)
+
+
+def test_check_passes_on_a_usable_store(store: ArtifactStore) -> None:
+    store.check()
+
+
+def test_a_store_that_does_not_answer_is_unavailable(
+    monkeypatch: pytest.MonkeyPatch, s3_environment: None
+) -> None:
+    monkeypatch.setenv(ENDPOINT_VARIABLE, f"http://127.0.0.1:{free_port()}")
+    store = S3Store("anything")
+    with pytest.raises(StoreUnavailable, match="did not answer"):
+        store.exists("images/00/a.png")
+    with pytest.raises(StoreUnavailable):
+        store.check()
+
+
+def test_credentials_the_store_does_not_take_are_refused(
+    monkeypatch: pytest.MonkeyPatch, s3_store: S3Store
+) -> None:
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+    store = S3Store(s3_store.bucket, s3_store.prefix)
+    with pytest.raises(StoreRefused, match="refused"):
+        store.put_bytes("images/00/a.png", b"a")
+
+
+def test_a_bucket_that_does_not_exist_is_refused(s3_store: S3Store) -> None:
+    with pytest.raises(StoreRefused):
+        S3Store("no-such-bucket-here").check()
