@@ -380,14 +380,14 @@ class TemporaryObjectStore(ObjectStore):
                 self._wait_ready(offset, timeout)
                 return self
             except _PortTaken:
-                self._kill()
+                self.kill()
                 if attempt == PORT_ATTEMPTS - 1:
                     raise ObjectStoreFailed(
                         f"ports kept being taken:\n{self._log_since(offset)}"
                     ) from None
                 self._use_ports(_Ports.free())
             except BaseException:
-                self._kill()
+                self.kill()
                 raise
         raise AssertionError("unreachable")
 
@@ -398,21 +398,22 @@ class TemporaryObjectStore(ObjectStore):
         returns. A kill, not SIGTERM: `weed server` 4.48 never exits on SIGTERM (its filer's
         gRPC stop times out after 15 s and the master and S3 gateway keep running).
         """
-        self._kill()
+        self.kill()
         offset = self._launch()
         try:
             self._wait_ready(offset, timeout)
         except _PortTaken as error:
-            self._kill()
+            self.kill()
             raise ObjectStoreFailed(
                 f"a port was taken while the server was down:\n{error}"
             ) from None
         except BaseException:
-            self._kill()
+            self.kill()
             raise
 
-    def _kill(self) -> None:
-        """SIGKILL the server's whole session and reap it; remove its sockets in /tmp."""
+    def kill(self) -> None:
+        """SIGKILL the server's whole session and reap it; remove its sockets in /tmp. Its data
+        stays: `restart()` serves it again (a store that went away and came back)."""
         process, self.process = self.process, None
         if process is None:
             return
@@ -427,7 +428,7 @@ class TemporaryObjectStore(ObjectStore):
 
     def stop(self) -> None:
         """Kill the server and remove its folder (every bucket with it)."""
-        self._kill()
+        self.kill()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> TemporaryObjectStore:

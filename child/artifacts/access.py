@@ -23,6 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
+from child.artifacts.beats import Beat, beating
 from child.cache.content import ContentCache
 from child.capture.paths import ArtifactsRoot
 from ipc import scratch
@@ -87,12 +88,19 @@ class FolderArtifacts:
 class CachedArtifacts:
     """A remote store, read through the host's cache (see the module)."""
 
-    def __init__(self, store: ArtifactStore, cache: ContentCache, folder: Path) -> None:
+    def __init__(
+        self,
+        store: ArtifactStore,
+        cache: ContentCache,
+        folder: Path,
+        beat: Beat = lambda: None,
+    ) -> None:
         self.location = store.location
         self.reads = self.downloads = 0
         self._store = store
         self._cache = cache
         self._folder = folder
+        self._beat = beat
 
     def read(self, key: str, sha256: str) -> Path:
         check_key(key)
@@ -101,14 +109,16 @@ class CachedArtifacts:
 
     def _download(self, key: str, target: Path) -> None:
         self.downloads += 1
-        self._store.download(key, target)
+        with beating(self._beat):
+            self._store.download(key, target)
 
     def new_scratch(self, suffix: str) -> Path:
         return scratch.new_file(self._folder, suffix)
 
     def keep(self, key: str, written: Path, sha256: str | None = None) -> None:
         try:
-            self._store.put_file(key, written)
+            with beating(self._beat):
+                self._store.put_file(key, written)
         except BaseException:
             written.unlink(missing_ok=True)
             raise
@@ -118,13 +128,14 @@ class CachedArtifacts:
             self._cache.add(sha256, written)
 
 
-def for_job(where: str) -> JobArtifacts:
+def for_job(where: str, beat: Beat = lambda: None) -> JobArtifacts:
     """The artifacts of a job whose payload names `where` (a folder, or `s3://...`), its
-    counts its own."""
+    counts its own; `beat` reports the job's progress while a bucket keeps it waiting
+    (`child.artifacts.beats`)."""
     if not location.is_remote(where):
         return FolderArtifacts(Path(where))
     store, content = _remote(where)
-    return CachedArtifacts(store, content, content.folder)
+    return CachedArtifacts(store, content, content.folder, beat)
 
 
 @cache

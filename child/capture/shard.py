@@ -54,11 +54,13 @@ def run(
         from child.storybook import capture as stories
 
         return stories.run(payload, progress)
-    artifacts = for_job(payload["artifacts"])
+    shots = payload["snapshots"]
+    results: list[SnapshotResult] = []
+    artifacts = for_job(
+        payload["artifacts"], lambda: progress({"done": len(results), "total": len(shots)})
+    )
     options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
-    shots = payload["snapshots"]
-    results = []
     reported = clock()
     for done, shot in enumerate(shots, start=1):
         results.append(capture_one(artifacts, diff_dir, shot, options))

@@ -46,15 +46,16 @@ Progress = Callable[[dict[str, Any]], None]
 
 def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Capture every story snapshot of the payload, reporting progress after each."""
-    artifacts = for_job(payload["artifacts"])
     options = diff_options(payload["options"])
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
-    build = load(artifacts, payload["storybook"])
     results: list[SnapshotResult] = []
 
     def beat() -> None:
         progress({"done": len(results), "total": len(shots), "waiting": True})
+
+    artifacts = for_job(payload["artifacts"], beat)
+    build = load(artifacts, payload["storybook"])
 
     child_browser(beat)  # launched (or found alive) before the first story: it can take seconds
     progress({"done": 0, "total": len(shots)})

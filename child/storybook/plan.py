@@ -38,7 +38,8 @@ Progress = Callable[[dict[str, Any]], None]
 def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     """Plan the payload's build; its problems are the result's `error`, never an exception."""
     try:
-        build = load(for_job(payload["artifacts"]), payload["storybook"])
+        artifacts = for_job(payload["artifacts"], lambda: progress({"waiting": True}))
+        build = load(artifacts, payload["storybook"])
         entries = _entries(build)
     except (StorybookProblem, IndexProblem) as error:
         return _failed(str(error))

@@ -37,10 +37,15 @@ ENDPOINT_VARIABLE = "STORYSHELF_S3_ENDPOINT"
 #: screenshots is bound by round trips, not bandwidth.
 CONCURRENCY = 16
 #: Seconds to connect, and to wait for a response's next bytes, before boto3 tries again.
-CONNECT_SECONDS = 5
-READ_SECONDS = 20
-#: Attempts boto3 makes per request ("standard" mode: exponential backoff with jitter).
+CONNECT_SECONDS = 3
+READ_SECONDS = 10
+#: Attempts boto3 makes per request ("standard" mode: a jittered backoff of up to 2^n s).
 RETRIES = 3
+#: The longest one request can take before it raises, its retries included: what the caller
+#: waits at worst when the store does not answer (a child beats meanwhile: `child.artifacts`).
+LONGEST_REQUEST_SECONDS = RETRIES * (CONNECT_SECONDS + READ_SECONDS) + 2**RETRIES
+#: The most keys one DeleteObjects request may name.
+DELETE_BATCH = 1000
 #: What S3 error codes mean for the job: gone for good, or worth a retry later.
 MISSING_CODES = frozenset(("404", "NoSuchKey", "NotFound"))
 TRANSIENT_CODES = frozenset(
@@ -140,13 +145,23 @@ class S3Store:
 
     def delete(self, keys: Collection[str]) -> None:
         names = [self._key(key) for key in keys]
-        for start in range(0, len(names), 1000):  # the most one request may name
-            batch = [{"Key": name} for name in names[start : start + 1000]]
-            self._call(
-                self.location,
-                lambda s3, batch=batch: s3.delete_objects(  # type: ignore[misc]
-                    Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True}
-                ),
+        for start in range(0, len(names), DELETE_BATCH):
+            self._delete_batch(names[start : start + DELETE_BATCH])
+
+    def _delete_batch(self, names: list[str]) -> None:
+        """One request; the keys it could not delete are reported in its answer, not raised."""
+        objects = [{"Key": name} for name in names]
+        answer = self._call(
+            self.location,
+            lambda s3: s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
+            ),
+        )
+        if errors := answer.get("Errors"):
+            first = errors[0]
+            raise StoreUnavailable(
+                f"{self.location}: {len(errors)} key(s) not deleted, the first "
+                f"{first.get('Key')}: {first.get('Message') or first.get('Code')}"
             )
 
     def _put(self, key: str, body: bytes | BinaryIO) -> None:
