@@ -28,15 +28,16 @@ class BadLocation(ValueError):
     """`--artifacts` names no store (the message says why)."""
 
 
-def open_store(location: str | Path) -> ArtifactStore:
-    """The store `location` names: `s3://bucket[/prefix]`, or else a folder."""
+def open_store(location: str | Path, *, quick: bool = False) -> ArtifactStore:
+    """The store `location` names: `s3://bucket[/prefix]`, or else a folder; `quick`: a bucket
+    tried once with short timeouts (`S3Store`)."""
     text = str(location)
     if not text.startswith(S3_SCHEME):
         return FolderStore(Path(text))
     bucket, _, prefix = text[len(S3_SCHEME) :].partition("/")
     if not bucket:
         raise BadLocation(f"--artifacts {text}: no bucket named (s3://bucket/prefix)")
-    return S3Store(bucket, prefix)
+    return S3Store(bucket, prefix, quick=quick)
 
 
 def is_remote(location: str) -> bool:

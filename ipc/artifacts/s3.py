@@ -44,6 +44,8 @@ RETRIES = 3
 #: The longest one request can take before it raises, its retries included: what the caller
 #: waits at worst when the store does not answer (a child beats meanwhile: `child.artifacts`).
 LONGEST_REQUEST_SECONDS = RETRIES * (CONNECT_SECONDS + READ_SECONDS) + 2**RETRIES
+#: What a quick store (`S3Store(quick=True)`) waits for a response, with no retry: 8 s at worst.
+QUICK_READ_SECONDS = 5
 #: The most keys one DeleteObjects request may name.
 DELETE_BATCH = 1000
 #: What S3 error codes mean for the job: gone for good, or worth a retry later.
@@ -58,7 +60,10 @@ Result = TypeVar("Result")
 class S3Store:
     """Artifacts in `bucket` under `prefix` (see the module)."""
 
-    def __init__(self, bucket: str, prefix: str = "") -> None:
+    def __init__(self, bucket: str, prefix: str = "", *, quick: bool = False) -> None:
+        """`quick`: one try, with `QUICK_READ_SECONDS` to read, for a caller that must not wait
+        long (the host's loop, whose reports are written later when they cannot be now)."""
+        self.quick = quick
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.location = f"s3://{bucket}/{self.prefix}".rstrip("/")
@@ -190,19 +195,19 @@ class S3Store:
     def _client(self) -> Any:
         """This process's client (a forked child makes its own: see the module)."""
         if self._client_of is None or self._client_of[0] != os.getpid():
-            self._client_of = (os.getpid(), _new_client())
+            self._client_of = (os.getpid(), _new_client(self.quick))
         return self._client_of[1]
 
 
-def _new_client() -> Any:
+def _new_client(quick: bool) -> Any:
     import boto3  # only a host that uses a bucket pays for the import
     from botocore.config import Config
 
     endpoint = os.environ.get(ENDPOINT_VARIABLE) or None
     config = Config(
         connect_timeout=CONNECT_SECONDS,
-        read_timeout=READ_SECONDS,
-        retries={"max_attempts": RETRIES, "mode": "standard"},
+        read_timeout=QUICK_READ_SECONDS if quick else READ_SECONDS,
+        retries={"max_attempts": 1 if quick else RETRIES, "mode": "standard"},
         max_pool_connections=2 * CONCURRENCY,
         s3={"addressing_style": "path"} if endpoint else {},
     )

@@ -126,7 +126,9 @@ class Host:
         self.signals = Signals()
         self.inflight = InFlight()
         self.ahead = ClaimAhead()
-        self.store = open_store(settings.artifacts)
+        # Quick: the loop writes reports, and must not wait long on a bucket that does not
+        # answer (a report that cannot be written now is written by `build ID` later).
+        self.store = open_store(settings.artifacts, quick=True)
         #: Where this host's children write unfinished files (`supervisor.host.scratch`).
         self.scratch = scratch.roots(self.store, settings.cache_dir.absolute())
         self.lease = LeaseKeeper(self.settings, self.store, self.kinds, self.inflight, self.log)
