@@ -117,6 +117,16 @@ def completed_by(host: HostProcess, job_ids: tuple[int, ...]) -> set[int]:
     }
 
 
+#: Each test on a shared folder with either database, and on a bucket with PostgreSQL: hosts on
+#: different machines share a PostgreSQL server, never a SQLite file.
+ON_EACH_STORE = pytest.mark.parametrize(
+    ("database_url", "store"),
+    [("postgresql", "folder"), ("sqlite", "folder"), ("postgresql", "s3")],
+    indirect=True,
+)
+
+
+@ON_EACH_STORE
 def test_two_hosts_split_a_builds_shards_and_end_it_once(
     engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
@@ -140,6 +150,7 @@ def test_two_hosts_split_a_builds_shards_and_end_it_once(
     assert len(finished) == 1
 
 
+@ON_EACH_STORE
 def test_a_shard_of_a_host_killed_mid_job_is_finished_by_another_after_its_lease(
     engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
