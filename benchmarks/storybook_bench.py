@@ -65,7 +65,10 @@ def time_switches(
     child_browser()
     for _ in range(runs):
         for switch in ("channel", "reload"):
-            with Site(load(for_job(str(artifacts)), ref)) as site, StoryRenderer(site, switch=switch) as renderer:
+            with (
+                Site(load(for_job(str(artifacts)), ref)) as site,
+                StoryRenderer(site, switch=switch) as renderer,
+            ):
                 for shot in shots:
                     taken = renderer.take(shot)
                     assert taken.error is None or "broken" in shot["story_id"], taken.error

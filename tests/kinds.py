@@ -1,8 +1,8 @@
 """Job kinds for the supervisor's tests, loaded into hosts with `STORYSHELF_PLUGINS=tests.kinds`.
 
 Each does one thing a real handler can do to its child: work with progress, fail, crash on a
-real signal, hang in native-like silence, eat memory, break the wire protocol, or return more
-than a frame holds.
+real signal, hang in native-like silence, eat memory, break the wire protocol, return more
+than a frame holds, or leave a thread beating after it returned.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -148,6 +149,21 @@ def _unencodable(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {"when": time, "big": 2**70}
 
 
+def _linger(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Return while a thread of the job still beats for it, as the site's server does when it
+    is still reading a file from a slow store after the job's last story."""
+
+    def beat() -> None:
+        until = time.monotonic() + float(payload["seconds"])
+        while time.monotonic() < until:
+            progress({"waiting": True})
+            time.sleep(0.005)
+
+    threading.Thread(target=beat, daemon=True).start()
+    time.sleep(0.05)  # beats before the end, then after it
+    return {}
+
+
 def child_handlers() -> dict[str, Handler]:
     return {
         "sleep": _sleep,
@@ -162,4 +178,5 @@ def child_handlers() -> dict[str, Handler]:
         "half_write": _half_write,
         "oversize": _oversize,
         "unencodable": _unencodable,
+        "linger": _linger,
     }

@@ -18,6 +18,7 @@ file system as where it ends, and renamed into place when whole.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import cache
 from pathlib import Path
@@ -124,7 +125,9 @@ class CachedArtifacts:
             raise
         if sha256 is None:
             written.unlink()
-        else:
+            return
+        # The cache's folder deleted under the job loses its copy: the file is stored still.
+        with contextlib.suppress(FileNotFoundError):
             self._cache.add(sha256, written)
 
 

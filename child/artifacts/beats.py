@@ -28,9 +28,7 @@ Beat = Callable[[], object]
 
 
 @contextmanager
-def beating(
-    beat: Beat, clock: Callable[[], float] = time.monotonic
-) -> Iterator[None]:
+def beating(beat: Beat, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
     """Call `beat` every `BEAT_SECONDS` from a thread of its own while the block runs."""
     done = threading.Event()
     give_up_at = clock() + LONGEST_CALL_SECONDS

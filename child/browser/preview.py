@@ -12,7 +12,9 @@ globals beside them.
 A preview that cannot load (a script error before it is ready, no Storybook in the page, a
 story file that throws on import, a preview that never answers) raises `PreviewError` with the
 browser's own words. A preview that hangs its page (a story file that spins on import) costs
-the deadline, never the child: a watchdog ends the page then (`child.browser.watchdog`).
+the deadline, never the child: a watchdog ends the page then (`child.browser.watchdog`). A
+file of the build that the child's server could not give (the store did not answer) raises
+`ServeFailed` instead, failed or not: it is no fault of the build's.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from child.browser.errors import first_line
 from child.browser.launch import ChildBrowser
 from child.browser.pages import open_page
-from child.browser.site import RequestGuard
+from child.browser.site import RequestGuard, ServeFailures
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 
 #: How long a preview may take to load and describe its stories.
@@ -128,14 +130,23 @@ def read_stories(
     with Watchdog(browser.rescue, beat=beat, last_resort=browser.last_resort) as watchdog:
         watchdog.arm(timeout, late)
         context, page = open_page(browser, guard)
+        served = ServeFailures(guard.origin)
+        served.watch(page)
         try:
-            return _read(page, url, timeout, beat)
+            stories = _read(page, url, timeout, beat)
         except PreviewError as error:
             if watchdog.fired:
                 raise PreviewError(late) from error
+            if (failure := served.take()) is not None:
+                raise failure from error
             raise
         finally:
             context.close()
+    # A file of the build the site could not give (the store down) can leave the preview
+    # loaded without some of its stories: the host's trouble, for the job to be tried again.
+    if (failure := served.take()) is not None:
+        raise failure
+    return stories
 
 
 def _extract(page: Page, deadline: float, beat: Callable[[], None]) -> Any:

@@ -37,13 +37,13 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import structlog
-from playwright.sync_api import BrowserContext, Page, Request, Response
+from playwright.sync_api import BrowserContext, Page, Request
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
-from child.browser.site import RequestGuard, Site
+from child.browser.site import RequestGuard, ServeFailures, Site
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 from child.worker.resources import RefusedForks
 from ipc.storybook import MAX_DELAY_MS, MAX_SHOTS, RENDER_CAP_SECONDS, StorySnapshot, Viewport
@@ -74,12 +74,6 @@ class Capture:
     error: str | None
     seconds: float
     shots: int = 0
-
-
-class ServeFailed(RuntimeError):
-    """The child's own server failed a request of the page (a thread it could not start, a
-    connection reset): the capture would show a story without its styles or scripts, so the
-    job fails, to be tried again, instead of recording it."""
 
 
 class StoryFailed(Exception):
@@ -117,8 +111,8 @@ class StoryRenderer:
         #: waits (it raises on a cancel), by the page watchdog's thread while a call blocks.
         self._beat = beat
         self._beaten_at = 0.0
-        #: A request of the page that the child's server failed, since the story began.
-        self._serve_failure: str | None = None
+        #: Requests of the page that the child's server failed, since the story began.
+        self._serve_failures = ServeFailures(site.origin)
         self.guard = RequestGuard(site.origin)
         self._browser_of = browser
         self._switch = switch
@@ -151,7 +145,7 @@ class StoryRenderer:
         started = self._clock()
         story_id = snapshot["story_id"]
         self.guard.story_id = story_id
-        self._serve_failure = None
+        self._serve_failures.take()
         refused = RefusedForks()
         browser = self._browser_of()
         self._live = browser
@@ -169,10 +163,9 @@ class StoryRenderer:
             self._watchdog.disarm()
         if self._watchdog.fired:  # it fired as the last shot came back: the page is gone
             self._close_page()
-        if self._serve_failure is not None:
-            failure, self._serve_failure = self._serve_failure, None
+        if (served := self._serve_failures.take()) is not None:
             self._close_page()  # what it cached of the failed load must not be reused
-            raise ServeFailed(f"the child's server failed the page's request for {failure}")
+            raise served
         seconds = self._clock() - started
         log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
         return Capture(
@@ -219,8 +212,8 @@ class StoryRenderer:
             self._page.on("crash", self._on_crash)
             self._page.on("request", self._on_request_started)
             self._page.on("requestfinished", self._on_request_ended)
-            self._page.on("requestfailed", self._on_request_failed)
-            self._page.on("response", self._on_response)
+            self._page.on("requestfailed", self._on_request_ended)
+            self._serve_failures.watch(self._page)
         elif viewport != self._viewport:
             self._page.set_viewport_size({"width": viewport["width"], "height": viewport["height"]})
             self._viewport = viewport
@@ -349,19 +342,6 @@ class StoryRenderer:
     def _on_request_ended(self, request: Request) -> None:
         self._in_flight = max(0, self._in_flight - 1)
         self._last_activity = self._clock()
-
-    def _on_response(self, response: Response) -> None:
-        if response.status >= 500 and response.url.startswith(self.site.origin):
-            path = response.url.removeprefix(self.site.origin)
-            self._serve_failure = f"{path}: HTTP {response.status}"
-
-    def _on_request_failed(self, request: Request) -> None:
-        self._on_request_ended(request)
-        failure = request.failure or "failed"
-        # Requests to elsewhere are the guard's to abort; one the page itself dropped (a
-        # navigation, a removed image) is ERR_ABORTED and no fault of the server's.
-        if request.url.startswith(self.site.origin) and "ERR_ABORTED" not in failure:
-            self._serve_failure = f"{request.url.removeprefix(self.site.origin)}: {failure}"
 
     def _close_page(self) -> None:
         context, self._context, self._page, self._shown = self._context, None, None, None

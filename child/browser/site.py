@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import structlog
-from playwright.sync_api import Page, Route
+from playwright.sync_api import Page, Request, Response, Route
 
 from child.storybook.stored import StoredBuild, StorybookProblem
 from child.worker.resources import OutOfResources
@@ -198,6 +198,47 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: every request is a file of the build; failures are logged above."""
+
+
+class ServeFailed(RuntimeError):
+    """The child's own server failed a request of the page (a file the store did not give, a
+    thread it could not start, a connection reset): what the page shows or tells is not the
+    build's, so the job fails, to be tried again, instead of recording it."""
+
+
+class ServeFailures:
+    """The first request of a page that the site failed, as the page saw it: listen with
+    `watch(page)`, and `take()` it after a load."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self._first: str | None = None
+
+    def watch(self, page: Page) -> None:
+        page.on("response", self.response)
+        page.on("requestfailed", self.request_failed)
+
+    def response(self, response: Response) -> None:
+        if response.status >= 500 and response.url.startswith(self.origin):
+            self._note(f"{response.url.removeprefix(self.origin)}: HTTP {response.status}")
+
+    def request_failed(self, request: Request) -> None:
+        failure = request.failure or "failed"
+        # Requests to elsewhere are the guard's to abort; one the page itself dropped (a
+        # navigation, a removed image) is ERR_ABORTED and no fault of the server's.
+        if request.url.startswith(self.origin) and "ERR_ABORTED" not in failure:
+            self._note(f"{request.url.removeprefix(self.origin)}: {failure}")
+
+    def take(self) -> ServeFailed | None:
+        """The failure seen since the last `take`, as the error to raise; None if none."""
+        first, self._first = self._first, None
+        if first is None:
+            return None
+        return ServeFailed(f"the child's server failed the page's request for {first}")
+
+    def _note(self, failure: str) -> None:
+        if self._first is None:
+            self._first = failure
 
 
 class RequestGuard:

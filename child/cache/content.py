@@ -29,6 +29,9 @@ to go: the race needs the cache's bound to be smaller than what the jobs running
 within a few minutes, which is a bound set too small. Even then the way out is simple: a caller
 whose path is gone calls `get` again, which fetches it anew. A file already opened stays
 readable after it is evicted (unlinking leaves open files whole).
+
+The cache's whole folder can be deleted under its processes too (an operator freeing disk):
+a fill under way is tried again, and a reader whose file vanished calls `get` again, as above.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ipc import scratch
+
+#: A fill whose file vanished (the cache's folder deleted under it) is tried this often.
+FILL_TRIES = 3
 
 #: A hit re-marks an entry used at most this often (seconds): one `utime` saved per read.
 TOUCH_EVERY = 60.0
@@ -92,7 +98,8 @@ class ContentCache:
         `fill(path)` writes the content to `path`, a file that does not exist yet in the
         cache's scratch folder. The content is then hashed: `HashMismatch` (which says `name`,
         the file as a person knows it) if it differs, else it is renamed into place. Whatever
-        `fill` raises propagates; either way nothing of a failed fill is left.
+        `fill` raises propagates; either way nothing of a failed fill is left. A fill whose file
+        vanished, the cache's folder deleted under it, is tried again (`FILL_TRIES` in all).
 
         The entry could be evicted by another process before the caller opens the returned
         path (see the module's docstring: only with a bound that is too small). A caller whose
@@ -100,7 +107,31 @@ class ContentCache:
         path = self._path(sha256)
         if self._touch(path):
             return path
-        temporary = scratch.new_file(self.folder, "")
+        tries_left = FILL_TRIES
+        while True:
+            tries_left -= 1
+            temporary = scratch.new_file(self.folder, "")
+            try:
+                size = self._fill(temporary, path, sha256, fill, name)
+                break
+            except FileNotFoundError:
+                # The file being filled vanished: the cache's folder was deleted under this
+                # process (an operator freeing disk). Fill it anew, into a folder made anew.
+                if tries_left == 0 or os.path.exists(temporary):
+                    raise
+        self._account(size, keep=sha256)
+        return path
+
+    def _fill(
+        self,
+        temporary: Path,
+        path: Path,
+        sha256: str,
+        fill: Callable[[Path], None],
+        name: str,
+    ) -> int:
+        """Fill `temporary`, check its digest and rename it to `path`; its size. Nothing of a
+        failed fill is left."""
         try:
             fill(temporary)
             with open(temporary, "rb") as file:
@@ -113,8 +144,7 @@ class ContentCache:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
-        self._account(size, keep=sha256)
-        return path
+        return size
 
     def add(self, sha256: str, source: Path) -> Path:
         """Put `source`, whose SHA-256 the caller just computed, in the cache; its path there.

@@ -34,4 +34,3 @@ class ArtifactsRoot:
         if target != self._real and not target.startswith(self._inside):
             raise UnsafeKey(f"{relative}: links outside the artifacts folder")
         return Path(target)
-

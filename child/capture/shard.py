@@ -24,7 +24,7 @@ import structlog
 from child.artifacts.access import JobArtifacts, for_job
 from child.cache.content import HashMismatch
 from child.capture.header import png_size
-from child.diff.compare import DiffOptions, ImageError, compare, probe
+from child.diff.compare import DiffOptions, ImageError, compare, gone, probe
 from child.worker import resources
 from ipc.artifacts.keys import UnsafeKey
 from ipc.artifacts.store import ArtifactMissing
@@ -102,17 +102,28 @@ def capture_one(
     (but a child out of threads, memory or disk raises `OutOfResources`: see
     `child.worker.resources`; and a store that does not answer raises `StoreUnavailable`, for
     the job to be retried)."""
-    baseline = shot.get("baseline")
     try:
-        image = artifacts.read(shot["image"], shot["sha256"])
-        if baseline is None:
-            return _new(shot, image, options)
-        if baseline["sha256"] == shot["sha256"]:
-            return _unchanged(shot, image, options)
-        return _compared(artifacts, diff_dir, shot, image, options)
+        try:
+            return _judged(artifacts, diff_dir, shot, options)
+        except FileNotFoundError:
+            # A file read through the host's cache vanished before it was opened (the cache's
+            # folder deleted under the job): read again. Still missing is the snapshot's fault.
+            return _judged(artifacts, diff_dir, shot, options)
     except (ImageError, UnsafeKey, ArtifactMissing, HashMismatch, OSError) as error:
         resources.check(error)  # the host's trouble, not the image's: the job is retried
         return _result(shot, "failed", error=str(error) or type(error).__name__)
+
+
+def _judged(
+    artifacts: JobArtifacts, diff_dir: str, shot: Mapping[str, Any], options: DiffOptions
+) -> SnapshotResult:
+    image = artifacts.read(shot["image"], shot["sha256"])
+    baseline = shot.get("baseline")
+    if baseline is None:
+        return _new(shot, image, options)
+    if baseline["sha256"] == shot["sha256"]:
+        return _unchanged(shot, image, options)
+    return _compared(artifacts, diff_dir, shot, image, options)
 
 
 def _new(shot: Mapping[str, Any], image: Path, options: DiffOptions) -> SnapshotResult:
@@ -134,6 +145,8 @@ def _decode_fully(image: Path) -> None:
         detail = (error.detail or error.message or "").strip().splitlines()
         reason = detail[-1].strip() if detail else "cannot decode"
         resources.check(error)
+        if not image.exists():
+            raise gone(image) from None
         raise ImageError(f"{image}: damaged image ({reason})") from error
 
 

@@ -44,6 +44,7 @@ never start a libvips operation in the parent.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -150,6 +151,9 @@ def compare(
 
     A child passes a scratch path and stores the PNG from there when it is whole
     (``child.artifacts``), so that what a killed child leaves is swept (``ipc.scratch``).
+
+    An image that cannot be read raises ``ImageError`` naming it; one that is not there,
+    ``FileNotFoundError`` (see ``_open``).
     """
     if _same_bytes(baseline, new):
         width, height = probe(new, options.max_pixels)
@@ -219,6 +223,8 @@ def _same_bytes(baseline: Path, new: Path) -> bool:
         if baseline.stat().st_size != new.stat().st_size:
             return False
         return baseline.read_bytes() == new.read_bytes()
+    except FileNotFoundError:
+        raise
     except OSError as error:
         resources.check(error)
         raise ImageError(f"{error.filename}: cannot read file ({error.strerror})") from error
@@ -226,12 +232,21 @@ def _same_bytes(baseline: Path, new: Path) -> bool:
 
 def _open(path: Path) -> pyvips.Image:
     """Open lazily with ``fail_on="error"`` so that a damaged file raises instead of decoding
-    as grey garbage; every libvips or OS failure becomes an ImageError naming the file."""
+    as grey garbage; every libvips or OS failure becomes an ImageError naming the file, but
+    for a file that is not there: `FileNotFoundError`, which a caller reading through a cache
+    that can be cleared under it tries again (`child.capture.shard.capture_one`)."""
     try:
         return pyvips.Image.new_from_file(os.fspath(path), fail_on="error")
     except pyvips.Error as error:
         resources.check(error)
+        if not path.exists():
+            raise gone(path) from None
         raise ImageError(f"{path}: not a readable image ({_first_line(error)})") from error
+
+
+def gone(path: Path) -> FileNotFoundError:
+    """The error of a file that is not there, as the OS words it."""
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
 
 
 def _check_size(path: Path, width: int, height: int, max_pixels: int) -> tuple[int, int]:

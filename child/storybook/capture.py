@@ -110,14 +110,23 @@ def store_capture(artifacts: JobArtifacts, png: bytes, digest: str | None = None
     digest = digest or hashlib.sha256(png).hexdigest()
     key = image_key(digest)
     try:
-        written = artifacts.new_scratch(".png")
         try:
-            written.write_bytes(png)
-        except BaseException:
-            written.unlink(missing_ok=True)
-            raise
-        artifacts.keep(key, written, digest)
+            _store(artifacts, key, png, digest)
+        except FileNotFoundError:
+            # The scratch file vanished before it was stored (the host's cache folder, where a
+            # bucket's scratch lives, deleted under the job): the PNG is still in memory.
+            _store(artifacts, key, png, digest)
     except OSError as error:
         resources.check(error)  # a full disk is the host's trouble: the job goes back
         raise
     return key
+
+
+def _store(artifacts: JobArtifacts, key: str, png: bytes, digest: str) -> None:
+    written = artifacts.new_scratch(".png")
+    try:
+        written.write_bytes(png)
+    except BaseException:
+        written.unlink(missing_ok=True)
+        raise
+    artifacts.keep(key, written, digest)

@@ -6,7 +6,8 @@ preview, loaded once in the child's browser, gives every story's parameters, tag
 the stories that opt out. A build that cannot be planned (no index, an index that is not
 Storybook's, a preview that does not load) is a `PlanResult` whose `error` says why in the
 browser's words: the parent fails the build with it. Only trouble of the host's making (no
-browser, no resources) raises, so that the job is tried again.
+browser, no resources, a store that does not answer, whether the manifest's read or a file the
+preview asked the child's server for: `ServeFailed`) raises, so that the job is tried again.
 
 Payload: `{"artifacts": str (the store's location), "build_id": int, "storybook": StorybookRef}`.
 """

@@ -53,23 +53,33 @@ class StoredBuild:
 
     def open(self, relative: str) -> BinaryIO:
         """The build's file `relative`, open to read; `StorybookProblem` when it is not in the
-        build or not stored."""
-        path = self.path_of(relative)
-        if path is None:
-            raise StorybookProblem(f"{relative} is not in the build")
-        return path.open("rb")
+        build or not stored.
 
-    def read(self, relative: str) -> bytes | None:
-        """The bytes of the build's file `relative`; None when it is not in the build."""
-        path = self.path_of(relative)
-        if path is None:
-            return None
+        A file read through the host's cache can vanish before it is opened (the cache's
+        folder deleted under the job): it is read once more before it counts as missing."""
         try:
-            return path.read_bytes()
+            return self._stored(relative).open("rb")
+        except FileNotFoundError:
+            pass
+        try:
+            return self._stored(relative).open("rb")
         except FileNotFoundError:
             raise StorybookProblem(
                 f"{relative} of the build is missing from the artifacts"
             ) from None
+
+    def _stored(self, relative: str) -> Path:
+        path = self.path_of(relative)
+        if path is None:
+            raise StorybookProblem(f"{relative} is not in the build")
+        return path
+
+    def read(self, relative: str) -> bytes | None:
+        """The bytes of the build's file `relative`; None when it is not in the build."""
+        if relative not in self.files:
+            return None
+        with self.open(relative) as file:
+            return file.read()
 
 
 def load(artifacts: JobArtifacts, ref: StorybookRef) -> StoredBuild:

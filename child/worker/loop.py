@@ -14,9 +14,11 @@ when it starts: a death before that gives it back without spending an attempt. A
 while the next waits sends its end and the next one's `Accepted` in one write, so the parent
 reads both at once; a cancel of a job that waits answers `Cancelled` as soon as it is read.
 
-Every write to the parent goes through `Channel.send`, under one lock: a job's progress may be
+Every write to the parent goes through one lock of `Channel`'s: a job's progress may be
 reported from a thread of the child's (the page watchdog's beat, `child.browser.watchdog`) while
-its main thread writes, and two frames must never interleave.
+its main thread writes, and two frames must never interleave. Such a thread can outlive its job
+(a request of the page still served), so progress is only sent between the job's start and its
+end (`Channel.report`).
 """
 
 from __future__ import annotations
@@ -70,10 +72,32 @@ class Channel:
         self.inbox: deque[Run | Stop] = deque()
         self._reader = FrameReader(TO_CHILD)
         self._sending = threading.Lock()
+        #: The job whose progress may be reported: from its start until its end is sent.
+        self._reporting: int | None = None
 
     def send(self, frames: bytes) -> None:
         """Write encoded frames to the parent, whole, whichever thread calls."""
         with self._sending:
+            self.sock.sendall(frames)
+
+    def start(self, job_id: int) -> None:
+        """Report `job_id`'s progress from now on (`report`)."""
+        with self._sending:
+            self._reporting = job_id
+
+    def report(self, job_id: int, detail: dict[str, Any]) -> None:
+        """Send `job_id`'s progress, unless its end went out already: a thread of the job can
+        outlive it (the site's server still reading a file from a slow store, beating), and
+        progress for a job the child no longer runs makes the parent kill it."""
+        frame = encode(Progress(job_id, detail))
+        with self._sending:
+            if self._reporting == job_id:
+                self.sock.sendall(frame)
+
+    def end(self, frames: bytes) -> None:
+        """Send the end of the running job (and whatever goes with it); no progress after."""
+        with self._sending:
+            self._reporting = None
             self.sock.sendall(frames)
 
     def next(self) -> Run | Stop | None:
@@ -165,12 +189,13 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
     def progress(detail: dict[str, Any]) -> None:
         """Report progress; on the main thread, also read whether the job was cancelled (the
         socket is read by the main thread only: a beat from another thread just reports)."""
-        channel.send(encode(Progress(run.job_id, detail)))
+        channel.report(run.job_id, detail)
         on_main = threading.current_thread() is threading.main_thread()
         if on_main and channel.poll_for_cancel(run.job_id):
             raise JobCancelled
 
     handler = handlers.get(run.kind)
+    channel.start(run.job_id)
     try:
         if handler is None:
             raise LookupError(f'no handler registered for job kind "{run.kind}" in the child')
@@ -187,7 +212,7 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
     following = channel.waiting_run()
     if following is not None:
         end += encode(Accepted(following.job_id))
-    channel.send(end)
+    channel.end(end)
     return following is not None
 
 

@@ -121,13 +121,19 @@ class S3Store:
         return self._call(key, read)
 
     def download(self, key: str, target: Path) -> None:
-        def fetch(s3: Any) -> None:
-            response = s3.get_object(Bucket=self.bucket, Key=self._key(key))
-            with target.open("wb") as out:
-                for chunk in response["Body"].iter_chunks(1 << 20):
-                    out.write(chunk)
-
-        self._call(key, fetch)
+        # The target is opened, and written, outside `_call`: a local file that cannot be
+        # written (its folder deleted, a full disk) is the host's error as it is, not the
+        # store's, and is raised as the `OSError` it is.
+        with target.open("wb") as out:
+            with self._answering(key):
+                response = self._client().get_object(Bucket=self.bucket, Key=self._key(key))
+                chunks = response["Body"].iter_chunks(1 << 20)
+            while True:
+                with self._answering(key):
+                    chunk = next(chunks, b"")
+                if not chunk:
+                    return
+                out.write(chunk)
 
     def listing(self, prefix: str) -> Iterator[StoredObject]:
         under = self._key(prefix) if prefix else self.prefix
@@ -170,13 +176,9 @@ class S3Store:
             )
 
     def _put(self, key: str, body: bytes | BinaryIO) -> None:
-        self._call(
-            key, lambda s3: s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=body)
-        )
+        self._call(key, lambda s3: s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=body))
 
-    def _concurrently(
-        self, work: Callable[[Any], Result], items: Collection[Any]
-    ) -> list[Result]:
+    def _concurrently(self, work: Callable[[Any], Result], items: Collection[Any]) -> list[Result]:
         if len(items) < 2:
             return [work(item) for item in items]
         self._client()  # made once, before the threads share it
@@ -185,8 +187,14 @@ class S3Store:
 
     def _call(self, key: str, request: Callable[[Any], Result]) -> Result:
         """`request(client)`, its failure sorted into a `StoreError` naming `key`."""
-        try:
+        with self._answering(key):
             return request(self._client())
+
+    @contextmanager
+    def _answering(self, key: str) -> Iterator[None]:
+        """Sort a failure of the store inside the block into a `StoreError` naming `key`."""
+        try:
+            yield
         except StoreError:
             raise
         except Exception as error:

@@ -129,7 +129,10 @@ def test_an_external_image_is_blocked_logged_and_not_waited_for(captured: Any) -
 
 
 def test_a_blocked_request_costs_no_wait(browser: ChildBrowser, stored: Stored) -> None:
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         renderer.take(snapshot("example-button--primary"))
         taken = renderer.take(snapshot("example-images--external-image"))
     assert taken.error is None
@@ -180,7 +183,10 @@ def test_the_clock_is_frozen_and_random_seeded_wherever_the_story_comes(
 ) -> None:
     story = snapshot("example-nondeterministic--date-and-random")
     texts = []
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         for shot in (story, snapshot("example-button--primary"), story):
             assert renderer.take(shot).error is None
             assert renderer.page is not None
@@ -194,7 +200,10 @@ def test_the_clock_is_frozen_and_random_seeded_wherever_the_story_comes(
 def test_a_story_may_ask_for_the_viewport_or_the_whole_page(
     browser: ChildBrowser, stored: Stored, crop: str, size: tuple[int, int]
 ) -> None:
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         taken = renderer.take(snapshot("example-card--with-text", crop=crop))
     assert taken.png is not None
     picture = pyvips.Image.new_from_buffer(taken.png, "")

@@ -23,8 +23,8 @@ import pytest
 
 from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser, child_browser
-from child.browser.render import ServeFailed, StoryRenderer
-from child.browser.site import Site
+from child.browser.render import StoryRenderer
+from child.browser.site import ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS, LAST_RESORT_SECONDS, Watchdog
 from child.storybook import capture
 from child.storybook.stored import load
@@ -75,7 +75,10 @@ def test_a_renderer_that_crashes_fails_its_story_and_the_next_goes_on(
     browser: ChildBrowser, stored: Stored
 ) -> None:
     browser = child_browser()  # the module's, or the one launched after a test killed it
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         assert renderer.take(snapshot(NEXT)).error is None
         timer = _later(1.0, browser.kill_renderers)
         started = time.monotonic()
@@ -93,7 +96,10 @@ def test_a_browser_that_dies_fails_its_story_and_is_launched_again(
     browser: ChildBrowser, stored: Stored
 ) -> None:
     browser = child_browser()
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         assert renderer.take(snapshot(NEXT)).error is None
         timer = _later(1.0, lambda: os.kill(browser.pid, signal.SIGKILL))
         died = renderer.take(snapshot(HANG))
@@ -194,7 +200,10 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
     each request is then served on the server's own thread and its connection closed, never
     dropped (a dropped request failed the story it belonged to, in the soak)."""
     browser = child_browser()
-    with Site(load(for_job(str(stored.artifacts)), stored.ref)) as site, StoryRenderer(site) as renderer:
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
         start = threading.Thread.start
 
         def refuse(thread: threading.Thread) -> None:

@@ -16,7 +16,7 @@ import pytest
 from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser
 from child.browser.preview import PreviewError, read_stories
-from child.browser.site import RequestGuard, Site
+from child.browser.site import RequestGuard, ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS
 from child.storybook import plan
 from child.storybook.stored import load
@@ -93,6 +93,19 @@ def test_a_preview_that_throws_is_an_error_in_the_browsers_words(
     assert result["snapshots"] == []
     assert result["error"] is not None
     assert "the preview exploded on load" in result["error"]
+
+
+def test_a_preview_the_store_cannot_give_is_the_hosts_trouble_not_the_builds(
+    browser: ChildBrowser, store_variant: Callable[[Callable[[Path], None]], Stored]
+) -> None:
+    """The manifest lists the preview's page but the store does not give it (a bucket down):
+    the plan raises, for the job to be tried again, instead of failing the build."""
+    variant = store_variant(lambda folder: None)
+    stored = load(for_job(str(variant.artifacts)), variant.ref).path_of("iframe.html")
+    assert stored is not None
+    stored.unlink()
+    with pytest.raises(ServeFailed, match=r"/iframe\.html: HTTP 500"):
+        run_plan(variant)
 
 
 def test_a_build_without_iframe_html_is_an_error(

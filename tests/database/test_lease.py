@@ -37,7 +37,9 @@ def test_held_jobs_are_renewed_together_once_due(engine: Engine, child: Child) -
         enqueue(engine, "noop")
     inflight = InFlight()
     settings = HostSettings(lease_seconds=10.0, host_id="h")
-    lease = LeaseKeeper(settings, FolderStore(Path(settings.artifacts)), {}, inflight, structlog.get_logger())
+    lease = LeaseKeeper(
+        settings, FolderStore(Path(settings.artifacts)), {}, inflight, structlog.get_logger()
+    )
     held = hold_claimed(engine, inflight, child, 3)
     before = {r.job.id: job(engine, r.job.id)["lease_expires_at"] for r in held}
     lease.renew_held(engine, now=1.0)  # not due: a quarter lease is 2.5 s

@@ -101,7 +101,10 @@ def test_the_baselines_of_its_creation_are_frozen_for_the_plan(
     run_build(engine, artifacts, screens(tmp_path / "one", **first))
     with transaction(engine) as conn:
         queued = enqueue_storybook(
-            conn, project="web", branch="feature", storybook=store_storybook(FolderStore(artifacts), FIXTURE)
+            conn,
+            project="web",
+            branch="feature",
+            storybook=store_storybook(FolderStore(artifacts), FIXTURE),
         )
         # The plan waits (its run_at ahead) while a newer baseline is accepted.
         conn.execute(update(jobs).values(run_at=datetime(2100, 1, 1, tzinfo=UTC)))

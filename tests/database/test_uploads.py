@@ -50,7 +50,8 @@ def test_images_are_stored_once_under_their_sha256(tmp_path: Path) -> None:
     first = write_png(tmp_path / "one/a.png", marks=((1, 1, 4, 4),))
     write_png(tmp_path / "two/b.png", marks=((1, 1, 4, 4),))
     digest = hashlib.sha256(first.read_bytes()).hexdigest()
-    stored = uploads.store_images(FolderStore(artifacts), tmp_path / "one") + uploads.store_images(FolderStore(artifacts), tmp_path / "two"
+    stored = uploads.store_images(FolderStore(artifacts), tmp_path / "one") + uploads.store_images(
+        FolderStore(artifacts), tmp_path / "two"
     )
     assert {image.image for image in stored} == {f"images/{digest[:2]}/{digest}.png"}
     assert {image.sha256 for image in stored} == {digest}

@@ -86,7 +86,9 @@ def bucket_hosts(database_url: str, store: ArtifactStore, tmp_path: Path) -> Ite
     yield from hosts(database_url, store.location, tmp_path)
 
 
-def queue_storybook(engine: Engine, artifacts: Path | ArtifactStore, folder: Path, branch: str) -> int:
+def queue_storybook(
+    engine: Engine, artifacts: Path | ArtifactStore, folder: Path, branch: str
+) -> int:
     store = FolderStore(artifacts) if isinstance(artifacts, Path) else artifacts
     stored = store_storybook(store, folder)
     with transaction(engine) as conn:

@@ -12,9 +12,7 @@ from tests.object_store_server import ObjectStore
 
 
 @pytest.fixture
-def s3_environment(
-    monkeypatch: pytest.MonkeyPatch, object_store_server: ObjectStore
-) -> None:
+def s3_environment(monkeypatch: pytest.MonkeyPatch, object_store_server: ObjectStore) -> None:
     """This process's environment pointed at the suite's object store, as a host's would be."""
     for name, value in object_store_server.environment().items():
         monkeypatch.setenv(name, value)

@@ -9,6 +9,7 @@ its digest; a store that does not answer is the job's to retry (it raises).
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,37 @@ def test_an_image_not_of_its_digest_fails_only_its_snapshot(
     result = capture_one(for_job(s3_store.location), "diffs/1", shot(key, digest), OPTIONS)
     assert result["status"] == "failed"
     assert result["error"].startswith(f"{key}: its content has SHA-256 ")
+
+
+class ClearedAfterEachRead(CachedArtifacts):
+    """A host's cache whose folder an operator deletes right after each of the job's first
+    `clears` reads returned: the file is gone before the job opens it."""
+
+    def __init__(self, store: S3Store, folder: Path, clears: int) -> None:
+        super().__init__(store, ContentCache(folder, 2**30), folder)
+        self.clears = clears
+
+    def read(self, key: str, sha256: str) -> Path:
+        path = super().read(key, sha256)
+        if self.clears:
+            self.clears -= 1
+            shutil.rmtree(self._folder)
+        return path
+
+
+@pytest.mark.parametrize("clears", [1, 2])
+def test_a_cache_deleted_under_a_snapshot_is_read_again(
+    s3_store: S3Store, tmp_path: Path, clears: int
+) -> None:
+    """Once when the new image vanished before it was decoded, twice when the baseline did too
+    (each read again, and the diff stored from a cache folder made anew)."""
+    base = stored_png(s3_store, tmp_path, "base", marks=((4, 4, 10, 10),))
+    new = stored_png(s3_store, tmp_path, "new", marks=((6, 4, 10, 10),))
+    artifacts = ClearedAfterEachRead(s3_store, tmp_path / "cache", clears)
+    result = capture_one(artifacts, "diffs/1", shot(*new, base), OPTIONS)
+    assert result["status"] == "changed", result["error"]
+    assert s3_store.exists(result["diff_path"])
+    assert artifacts.clears == 0
 
 
 def test_a_bucket_that_does_not_answer_raises_for_the_job_to_be_retried(

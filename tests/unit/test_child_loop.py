@@ -109,6 +109,19 @@ def test_a_result_msgpack_cannot_encode_fails_its_job_and_the_child_goes_on(
     assert real_child.process.poll() is None
 
 
+def test_progress_from_a_thread_that_outlives_its_job_is_not_sent(real_child: RealChild) -> None:
+    """A beat after the job's end would be progress for a job the child no longer runs, which
+    the parent answers by killing it."""
+    send_message(real_child.sock, Run(1, "linger", 1, {"seconds": 0.5}))
+    messages = [real_child.receive()]
+    while not isinstance(messages[-1], Done):
+        messages.append(real_child.receive())
+    assert messages[0] == Accepted(1) and messages[-1] == Done(1, {})
+    assert any(isinstance(message, Progress) for message in messages)
+    time.sleep(0.6)  # the thread beat on for half a second after the end
+    assert real_child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+
+
 def test_a_child_out_of_threads_is_unable_to_run_the_job_rather_than_failing_its_snapshot(
     real_child: RealChild, tmp_path: Path
 ) -> None:

@@ -8,12 +8,13 @@ import hashlib
 import multiprocessing
 import os
 import random
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from child.cache.content import ContentCache, HashMismatch
+from child.cache.content import FILL_TRIES, ContentCache, HashMismatch
 from ipc import scratch
 
 
@@ -90,6 +91,46 @@ def test_a_fill_that_raises_propagates_and_leaves_nothing(tmp_path: Path) -> Non
     assert scratch_files(tmp_path) == []
     # The next get fills it.
     assert cache.get(digest(b"whole"), writer(b"whole"), name="a.png").read_bytes() == b"whole"
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_fill_whose_cache_folder_is_deleted_under_it_is_filled_again(
+    tmp_path: Path, when: str
+) -> None:
+    """An operator freeing disk deletes the cache's folder while a child fills an entry: before
+    the download writes, or after (its scratch file gone before the hash or the rename)."""
+    folder = tmp_path / "cache"
+    cache = ContentCache(folder, 1 << 20)
+    calls: list[Path] = []
+
+    def fill(path: Path) -> None:
+        calls.append(path)
+        if when == "after":
+            path.write_bytes(b"whole")
+        if len(calls) == 1:
+            shutil.rmtree(folder)
+        if when == "before":
+            path.write_bytes(b"whole")
+
+    path = cache.get(digest(b"whole"), fill, name="a.png")
+    assert path.read_bytes() == b"whole"
+    assert len(calls) == 2
+    assert scratch_files(folder) == []
+
+
+def test_a_cache_folder_deleted_at_every_fill_gives_up_after_its_tries(tmp_path: Path) -> None:
+    folder = tmp_path / "cache"
+    cache = ContentCache(folder, 1 << 20)
+    calls: list[Path] = []
+
+    def fill(path: Path) -> None:
+        calls.append(path)
+        path.write_bytes(b"whole")
+        shutil.rmtree(folder)
+
+    with pytest.raises(FileNotFoundError):
+        cache.get(digest(b"whole"), fill, name="a.png")
+    assert len(calls) == FILL_TRIES
 
 
 @pytest.mark.parametrize(

@@ -230,8 +230,9 @@ def test_bad_image_raises_image_error_naming_the_file(tmp_path: Path, kind: str,
     assert not (tmp_path / "diff.png").exists()
 
 
-def test_missing_file_raises_image_error(tmp_path: Path) -> None:
-    with pytest.raises(ImageError, match=r"missing\.png"):
+def test_a_missing_file_raises_file_not_found_naming_it(tmp_path: Path) -> None:
+    """Not an `ImageError`: a file read through a cache may be read again (`capture_one`)."""
+    with pytest.raises(FileNotFoundError, match=r"missing\.png"):
         compare(FIXTURES / "text-1px.a.png", tmp_path / "missing.png", None)
 
 
