@@ -1,7 +1,7 @@
-"""The chaos soak: several hosts share one PostgreSQL while their children, their fork servers,
-the hosts themselves and the database are killed at random, forks are refused, the reports
-folder cannot be written and one host's clock is off; afterwards, the promises of DESIGN
-section 3 are checked.
+"""The chaos soak: several hosts share one PostgreSQL (and an artifacts folder, or a bucket)
+while their children, their fork servers, the hosts themselves, the database and the bucket are
+killed at random, forks are refused, the reports folder cannot be written, a host's cache is
+deleted and one host's clock is off; afterwards, the promises of DESIGN section 3 are checked.
 
 Each path (a crash, a hang, a lost lease, a drain, a database restart, a cancel) has its own
 test; only hosts that share a database while those faults overlap show whether the paths
@@ -20,7 +20,18 @@ SIGTERM, looks at every ended build with `python -m supervisor build ID` and che
 invariants. The fault schedule (which fault, how long it lasts, how long after the last) is a
 function of `--seed`; what a fault hits depends on what runs at that moment. `--faults` picks
 the faults; one this machine cannot inject (no writable pids cgroup as root, no libfaketime) is
-dropped with one line, except libfaketime under `CI=true`.
+dropped with one line, except libfaketime under `CI=true`. A libfaketime that stops Python's
+timed waits (0.9.10: `shift_stops_timed_waits`) keeps the shifted host's children from beating,
+so the hangs that host finds are not judged, said in one line too.
+
+`--store` says where the artifacts live. `folder` (the default): one artifacts folder that every
+host shares, as hosts on one machine do. `s3`: a bucket on a SeaweedFS the soak starts (one per
+soak, `tests.object_store_server`), a fresh key prefix for the calm run and for each round, so
+no run sees another's files; the hosts then share nothing but PostgreSQL and the bucket, each
+on a machine of its own (a working folder, its `--cache-dir`, its logs), and two more faults
+apply: the object store restarted under the hosts, and one host's cache folder deleted while
+its children read from it. A fault that needs a folder (the reports folder made unwritable)
+is dropped in `s3` mode with one line.
 """
 
 from __future__ import annotations
@@ -51,7 +62,9 @@ from typing import Any, Literal, TypeVar, get_args
 import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
-from ipc.artifacts.folder import FolderStore
+from ipc import scratch
+from ipc.artifacts.location import open_store
+from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.report import REPORTS_FOLDER, report_path
@@ -64,6 +77,7 @@ from supervisor.db.connection import DatabaseUnavailable, connect, transaction
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import builds, capture_shards, jobs, snapshots
 from supervisor.logs import configure as configure_logging
+from tests.object_store_server import ObjectStoreNotFound, TemporaryObjectStore, find_weed
 from tests.postgres_server import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -291,6 +305,93 @@ class ClockShift:
         return {"LD_PRELOAD": preload, "FAKETIME": f"{self.seconds:+d}s"}
 
 
+#: How long a timed wait of 0.1 s may take under a clock shift before it counts as stuck.
+TIMED_WAIT_PROBE_SECONDS = 3.0
+
+
+@cache
+def shift_stops_timed_waits(library: Path) -> bool:
+    """Whether Python's timed waits (`Event.wait(t)`, `Condition.wait(t)`: a lock acquired with
+    a timeout) never time out under a clock shift by `library`.
+
+    They do not under libfaketime 0.9.10 (Debian 12's) with Python 3.11 on glibc 2.30 or later:
+    Python waits with `sem_clockwait` on the monotonic clock, which that libfaketime does not
+    intercept, so the kernel gets a faked monotonic deadline (a wall-clock value) and waits for
+    years (wolfcw/libfaketime#390; 0.9.11 intercepts it). A child of the shifted host then never
+    beats while it waits on the bucket or on a page (`child.artifacts.beats`,
+    `child.browser.watchdog`), and a wait longer than the stall time gets it killed as hung: a
+    hang of the tool, which a machine whose clock is really off does not have."""
+    probe = [sys.executable, "-c", "import threading; threading.Event().wait(0.1)"]
+    env = {**os.environ, **ClockShift(CLOCK_SHIFT_SECONDS, library).environment()}
+    try:
+        subprocess.run(probe, env=env, timeout=TIMED_WAIT_PROBE_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        return True
+    return False
+
+
+#: Where the artifacts live (`--store`): a folder every host shares, or a bucket.
+StoreKind = Literal["folder", "s3"]
+#: The soak's bucket on its own SeaweedFS; each run (the calm run, a round) has a prefix in it.
+BUCKET = "storyshelf-chaos"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A host's own machine, when hosts share nothing but PostgreSQL and the bucket: its
+    working folder (the host's current folder), its cache of the bucket's files and its logs.
+    A host that replaces a killed one runs on the same machine, as a restarted host would: it
+    finds (and sweeps) what the dead one's children left in the cache."""
+
+    folder: Path
+
+    @property
+    def cache(self) -> Path:
+        return self.folder / "cache"
+
+    @property
+    def logs(self) -> Path:
+        return self.folder / "logs"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where one run (the calm run, or a round) keeps its artifacts and runs its hosts: an
+    artifacts folder and a logs folder every host shares (`--store folder`), or a key prefix of
+    the soak's bucket and a `Machine` per host (`--store s3`)."""
+
+    #: What the hosts get as `--artifacts`: the folder's path, or `s3://bucket/prefix`.
+    location: str
+    #: The artifacts folder; None when the artifacts are in the bucket.
+    folder: Path | None
+    logs: Path
+    machines: tuple[Machine, ...] = ()
+
+    @classmethod
+    def make(cls, folder: Path, bucket: str | None, hosts: int) -> Site:
+        """The site of the run kept under `folder`: its artifacts in `folder` or, with a bucket
+        (`s3://name`), under the prefix named for the folder (`s3://name/round-3`)."""
+        if bucket is None:
+            return cls(str(folder / "artifacts"), folder / "artifacts", folder / "logs")
+        machines = tuple(Machine(folder / f"host-{index + 1}") for index in range(hosts))
+        return cls(f"{bucket}/{folder.name}", None, folder / "logs", machines)
+
+    def store(self) -> ArtifactStore:
+        """The artifact store, as the soak's own uploads and checks reach it."""
+        return open_store(self.location)
+
+    def machine(self, index: int) -> Machine | None:
+        """The machine host number `index` runs on; None when the hosts share a folder."""
+        return self.machines[index % len(self.machines)] if self.machines else None
+
+    def scratch_folders(self) -> list[tuple[str, Path]]:
+        """Where children write unfinished files (`ipc.scratch`), each with a name to show: the
+        artifacts folder's scratch, or the scratch of every machine's cache."""
+        if self.folder is not None:
+            return [("", scratch.folder(self.folder))]
+        return [(f"{m.folder.name}: ", scratch.folder(m.cache)) for m in self.machines]
+
+
 #: How the soak ended a host: "sigkill" (must die of it), "sigterm" (must exit 0), "died"
 #: (it exited unasked: always a bug).
 EndedBy = Literal["sigkill", "sigterm", "died"]
@@ -303,6 +404,8 @@ class HostRun:
     process: subprocess.Popen[bytes]
     log_path: Path
     clock: ClockShift | None
+    #: The machine it runs on (`--store s3`); None when the hosts share one folder.
+    machine: Machine | None = None
     ended_by: EndedBy | None = None
     exit_code: int | None = None
     #: Its signal handlers were set when the soak sent SIGTERM (else the default action kills it).
@@ -369,8 +472,16 @@ class HostRun:
 
 
 def start_host(
-    url: str, artifacts: Path, logs: Path, options: list[str], clock: ClockShift | None = None
+    url: str,
+    site: Site,
+    options: list[str],
+    clock: ClockShift | None = None,
+    machine: Machine | None = None,
 ) -> HostRun:
+    """A host on `site`: in the soak's folder with the shared logs, or on `machine`, in its
+    working folder with its own cache and logs. (The bucket's endpoint and credentials are in
+    the soak's environment, which every host inherits.)"""
+    logs = machine.logs if machine is not None else site.logs
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"host-{time.monotonic_ns()}.log"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_LOG_LEVEL": "info"}
@@ -378,32 +489,35 @@ def start_host(
         env |= clock.environment()
     command = [
         sys.executable, "-m", "supervisor", "run",
-        "--database-url", url, "--artifacts", str(artifacts), *options,
+        "--database-url", url, "--artifacts", site.location, *options,
     ]  # fmt: skip
+    if machine is not None:
+        command += ["--cache-dir", str(machine.cache)]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            cwd=ROOT,
+            cwd=machine.folder if machine is not None else ROOT,
             preexec_fn=_no_core_dumps,
         )
-    return HostRun(process, log_path, clock)
+    return HostRun(process, log_path, clock, machine)
 
 
-def run_to_end(url: str, artifacts: Path, logs: Path, options: list[str]) -> None:
-    """One calm `--drain` host until the queue is empty."""
-    host = start_host(url, artifacts, logs, [*options, "--drain"])
+def run_to_end(url: str, site: Site, options: list[str]) -> None:
+    """One calm `--drain` host (on the site's first machine, if it has machines) until the
+    queue is empty."""
+    host = start_host(url, site, [*options, "--drain"], machine=site.machine(0))
     code = host.process.wait(timeout=1800)
     if code != 0:
         raise RuntimeError(f"calm host exited {code}; see {host.log_path}")
 
 
-def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
+def upload(engine: Engine, store: ArtifactStore, build: PlannedBuild, shards: int) -> int:
     if build.source == "storybook":
-        return upload_storybook(engine, artifacts, build, shards)
-    images = store_images(FolderStore(artifacts), build.folder)
+        return upload_storybook(engine, store, build, shards)
+    images = store_images(store, build.folder)
 
     def enqueue(conn: Connection) -> int:
         queued = enqueue_build(
@@ -419,8 +533,8 @@ def upload(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) ->
     return retrying(engine, enqueue)
 
 
-def upload_storybook(engine: Engine, artifacts: Path, build: PlannedBuild, shards: int) -> int:
-    stored = store_storybook(FolderStore(artifacts), build.folder)
+def upload_storybook(engine: Engine, store: ArtifactStore, build: PlannedBuild, shards: int) -> int:
+    stored = store_storybook(store, build.folder)
 
     def enqueue(conn: Connection) -> int:
         queued = enqueue_storybook(
@@ -441,13 +555,14 @@ def upload_storybook(engine: Engine, artifacts: Path, build: PlannedBuild, shard
 BASELINE_OUTCOMES = {"main": ("passed", 0), "storybook-main": ("failed", 1)}
 
 
-def prepare(url: str, artifacts: Path, logs: Path, workload: Workload, options: list[str]) -> None:
+def prepare(url: str, site: Site, workload: Workload, options: list[str]) -> None:
     """Capture the `main` builds calmly (they become the baselines), then queue the others."""
     engine = connect(url)
+    store = site.store()
     try:
         for baseline in workload.baselines:
-            upload(engine, artifacts, baseline, workload.shards)
-        run_to_end(url, artifacts, logs, options)
+            upload(engine, store, baseline, workload.shards)
+        run_to_end(url, site, options)
         ended = retrying(
             engine,
             lambda conn: {
@@ -458,7 +573,7 @@ def prepare(url: str, artifacts: Path, logs: Path, workload: Workload, options: 
         if ended != BASELINE_OUTCOMES:
             raise RuntimeError(f"the baseline builds ended {ended}, not {BASELINE_OUTCOMES}")
         for build in workload.builds:
-            upload(engine, artifacts, build, workload.shards)
+            upload(engine, store, build, workload.shards)
     finally:
         engine.dispose()
 
@@ -475,6 +590,8 @@ class BuildResult:
     shards: dict[int, str]
     #: name -> (status, diff_pixels, shard index)
     snapshots: dict[str, tuple[str, int | None, int]]
+    #: name -> why the snapshot failed (compared with nothing: evidence for a mismatch)
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 def read_results(conn: Connection) -> dict[str, BuildResult]:
@@ -484,14 +601,18 @@ def read_results(conn: Connection) -> dict[str, BuildResult]:
     for row in conn.execute(select(capture_shards)):
         shards[row.build_id][row._mapping["index"]] = row.status
     shots: dict[int, dict[str, tuple[str, int | None, int]]] = defaultdict(dict)
+    errors: dict[int, dict[str, str]] = defaultdict(dict)
     for row in conn.execute(select(snapshots)):
         shots[row.build_id][row.name] = (row.status, row.diff_pixels, shard_index[row.shard_id])
+        if row.error:
+            errors[row.build_id][row.name] = row.error
     return {
         row.commit: BuildResult(
             row.status,
             (row.new, row.unchanged, row.changed, row.failed),
             shards[row.id],
             shots[row.id],
+            errors[row.id],
         )
         for row in conn.execute(select(builds))
     }
@@ -512,6 +633,8 @@ FaultType = Literal[
     "host SIGKILL",
     "host SIGTERM",
     "postgres restart",
+    "object store restarted",
+    "cache deleted",
     "cancel",
 ]
 FAULT_WEIGHTS: dict[FaultType, int] = {
@@ -526,6 +649,8 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
     "host SIGKILL": 1,
     "host SIGTERM": 1,
     "postgres restart": 1,
+    "object store restarted": 1,
+    "cache deleted": 2,
     "cancel": 1,
 }
 #: Faults that last a whole round rather than a moment: one host of each round (and whichever
@@ -533,6 +658,10 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
 RoundFault = Literal["shifted clock"]
 FaultName = FaultType | RoundFault
 ALL_FAULTS: tuple[FaultName, ...] = (*get_args(FaultType), *get_args(RoundFault))
+#: Faults of a bucket and of the hosts' caches of it (`--store s3` only), and faults of a
+#: folder (`--store folder` only: a bucket has no reports folder to put a file in place of).
+BUCKET_FAULTS: frozenset[FaultName] = frozenset({"object store restarted", "cache deleted"})
+FOLDER_FAULTS: frozenset[FaultName] = frozenset({"reports unwritable"})
 #: The crash cause a host records for each child fault (see `supervisor.host.deaths`).
 CRASH_FAULTS: dict[str, FaultType] = {
     "SIGKILL (likely out of memory)": "child SIGKILL",
@@ -725,6 +854,14 @@ def merge_folder(source: Path, target: Path) -> int:
     return moved
 
 
+def remove_folder(folder: Path) -> int:
+    """Remove `folder` and everything in it, while processes may write there (what fails to go,
+    made meanwhile, stays); how many files it held."""
+    files = sum(len(names) for _directory, _folders, names in os.walk(folder))
+    shutil.rmtree(folder, ignore_errors=True)
+    return files
+
+
 def unblock_folder(folder: Path, away: Path) -> str:
     """Take the file away and put the folder back, merged with whatever a host wrote into a
     folder it made meanwhile."""
@@ -748,6 +885,15 @@ class SoakSettings:
     faults: frozenset[FaultName]
     forks_refusal: RefusalMethod | None
     clock_library: Path | None
+    #: The bucket every run's prefix is in (`s3://name`); None: the artifacts are in folders.
+    bucket: str | None = None
+    #: The clock shift stops the shifted host's timed waits (`shift_stops_timed_waits`): its
+    #: children's hangs are the tool's, not judged.
+    shift_stops_waits: bool = False
+
+    def site(self, folder: Path) -> Site:
+        """Where the run kept under `folder` keeps its artifacts and runs its hosts."""
+        return Site.make(folder, self.bucket, self.hosts)
 
 
 @dataclass
@@ -759,16 +905,20 @@ class RoundReport:
     crashes_survived: int
     seconds: float
     broken: dict[str, list[str]]
+    #: Attempts that ended because the bucket did not answer (None: no bucket).
+    store_retries: int | None = None
+    #: Children the shifted host killed as hung while it could not beat (not judged).
+    unjudged_hangs: int = 0
 
 
 @dataclass
 class Round:
-    """One database, one artifacts folder, the hosts on them and the faults they took."""
+    """One database, one artifacts folder (or bucket prefix), the hosts on them and the faults
+    they took."""
 
     number: int
     url: str
-    artifacts: Path
-    logs: Path
+    site: Site
     settings: SoakSettings
     server: TemporaryPostgres
     workload: Workload
@@ -777,6 +927,8 @@ class Round:
     started: float
     #: The wall-clock shift of the round's shifted host (and of whichever host replaces it).
     clock: ClockShift | None
+    #: The soak's object store, when the artifacts are in its bucket.
+    object_store: TemporaryObjectStore | None = None
     engine: Engine = field(init=False)
     hosts: list[HostRun] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
@@ -799,15 +951,16 @@ class Round:
     def live_hosts(self) -> list[HostRun]:
         return [host for host in self.hosts if host.ended_by is None]
 
-    def add_host(self, clock: ClockShift | None = None) -> None:
-        host = start_host(self.url, self.artifacts, self.logs, self.settings.host_options, clock)
+    def add_host(self, clock: ClockShift | None = None, machine: Machine | None = None) -> None:
+        host = start_host(self.url, self.site, self.settings.host_options, clock, machine)
         self.hosts.append(host)
         if clock is not None:
             print(f"  host {host.pid} runs with its clock shifted {clock.seconds:+d} s", flush=True)
 
     def replace(self, host: HostRun) -> None:
-        """A host in place of `host`, on the same clock: the round keeps one shifted host."""
-        self.add_host(host.clock)
+        """A host in place of `host`, on the same clock and machine: the round keeps one
+        shifted host, and each machine one host."""
+        self.add_host(host.clock, host.machine)
 
     def watch(self) -> None:
         """Note the hosts' descendants, CPU time and exit codes; a host that died unasked is
@@ -894,6 +1047,10 @@ class Round:
             running = self.running_jobs()
             self.server.restart()
             return "server", tuple(running)
+        if fault == "object store restarted":
+            return self.restart_object_store()
+        if fault == "cache deleted":
+            return self.delete_cache()
         return self.cancel_a_build()
 
     def running_jobs(self, **where: Any) -> list[int]:
@@ -1030,10 +1187,11 @@ class Round:
 
     def block_reports(self, hold: float) -> Hit | None:
         """Make the reports folder unwritable for `hold` s: a regular file in its place."""
-        if any(outage.what == "reports unwritable" for outage in self.outages):
+        artifacts = self.site.folder
+        if artifacts is None or any(o.what == "reports unwritable" for o in self.outages):
             return None
-        folder = self.artifacts / REPORTS_FOLDER
-        away = self.artifacts / f"{REPORTS_FOLDER}.away-{len(self.faults)}"
+        folder = artifacts / REPORTS_FOLDER
+        away = artifacts / f"{REPORTS_FOLDER}.away-{len(self.faults)}"
         moved = block_folder(folder, away)
 
         def restore() -> str:
@@ -1042,6 +1200,33 @@ class Round:
         self.outages.append(Outage("reports unwritable", time.monotonic() + hold, restore))
         running = tuple(self.running_jobs())
         return f"{REPORTS_FOLDER}/ ({moved} reports) a file for {hold:.1f} s", running
+
+    def restart_object_store(self) -> Hit | None:
+        """Kill the object store and start it again (its objects kept): a job that meets it
+        down is retried by the queue, never counted a crash, and its results are the calm
+        run's. The jobs running then are named; others claimed meanwhile may meet it too."""
+        if self.object_store is None:
+            return None
+        running = tuple(self.running_jobs())
+        began = time.monotonic()
+        self.object_store.restart()
+        return f"object store, back in {time.monotonic() - began:.1f} s", running
+
+    def delete_cache(self) -> Hit | None:
+        """Remove the cache folder of a host holding jobs, scratch and all, while its children
+        read from it (as a person or a disk cleaner might): a child must fetch again what it
+        finds gone, and no snapshot may fail for it."""
+        holding = [
+            (host, held)
+            for host in self.live_hosts()
+            if host.machine is not None and host.started and (held := self.jobs_held_by(host))
+        ]
+        if not holding:
+            return None
+        host, held = self.targets.choice(holding)
+        assert host.machine is not None
+        files = remove_folder(host.machine.cache)
+        return f"cache of host {host.pid} ({files} files)", held
 
     def end_outages(self, now: float) -> None:
         """Give back what the outages due by `now` took away."""
@@ -1189,12 +1374,15 @@ ENDED_VERDICTS = {BuildExit.PASSED, BuildExit.CHANGED, BuildExit.FAILED}
 def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
     """Run `python -m supervisor build ID`, the way a user looks at a build, for each of
     `build_ids` whose report is missing (at once: each is a process start; a build with its
-    report needs no mending), and say which still has no report file after it."""
-    build_ids = [b for b in build_ids if not (soak_round.artifacts / report_path(b)).is_file()]
+    report needs no mending), and say which still has no report after it. The artifact store
+    is the hosts' own: the folder, or the bucket (its endpoint and credentials are in the
+    soak's environment, which the command inherits)."""
+    store = soak_round.site.store()
+    build_ids = [b for b in build_ids if not store.exists(report_path(b))]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [
         sys.executable, "-m", "supervisor", "build",
-        "--database-url", soak_round.url, "--artifacts", str(soak_round.artifacts),
+        "--database-url", soak_round.url, "--artifacts", soak_round.site.location,
     ]  # fmt: skip
     looks = {
         build_id: subprocess.Popen(
@@ -1214,7 +1402,7 @@ def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
             missing.append(
                 f"build {build_id}: `build {build_id}` exited {look.returncode}: {last[0]}"
             )
-        elif not (soak_round.artifacts / report_path(build_id)).is_file():
+        elif not store.exists(report_path(build_id)):
             missing.append(f"build {build_id}: no {report_path(build_id)} after `build {build_id}`")
     return missing
 
@@ -1297,11 +1485,13 @@ def reports_made_again(evidence: Evidence) -> list[str]:
     """The report is a view, made after the commit: a folder that could not be written for a
     while fails or retries no job and no write (the soak's cancels included), and looking at
     an ended build makes its report if it is missing."""
-    folder = str(evidence.round.artifacts / REPORTS_FOLDER)
+    artifacts = evidence.round.site.folder
+    # A folder's errors name the report's path; a bucket's, its key.
+    named = str(artifacts / REPORTS_FOLDER) if artifacts is not None else f"{REPORTS_FOLDER}/"
     jobs_hit = {
         int(event["job_id"]): f"{event['event']}: {event['error']}"
         for event in evidence.events
-        if event.get("job_id") is not None and folder in str(event.get("error", ""))
+        if event.get("job_id") is not None and named in str(event.get("error", ""))
     }
     return (
         [f"job {job_id} {what}" for job_id, what in sorted(jobs_hit.items())]
@@ -1334,11 +1524,16 @@ def results_recorded_once(evidence: Evidence) -> list[str]:
 
 def results_equal_calm_run(evidence: Evidence) -> list[str]:
     """Every recorded snapshot of a build not cancelled is what the calm run found (byte for
-    byte, for a Storybook's: its captures settle by hash); a build whose shards all completed has
-    the calm run's verdict and counts. The one exception: a browser killed under a child fails
-    the story it was rendering, so a build may have as many extra failed stories as its
-    browsers were killed."""
+    byte, for a Storybook's: its captures settle by hash); a build whose jobs all completed has
+    the calm run's verdict, counts and shards (a Storybook's plan included: one that failed its
+    build for the host's trouble records no snapshot to compare). The one exception: a browser
+    killed under a child fails the story it was rendering, so a build may have as many extra
+    failed stories as its browsers were killed."""
     kills = _browser_kills_by_build(evidence)
+    job_states: dict[str, set[str]] = defaultdict(set)
+    for job in evidence.jobs:
+        if job["build_id"] is not None:
+            job_states[evidence.commits[job["build_id"]]].add(job["status"])
     broken = []
     for commit, result in evidence.results.items():
         if commit in evidence.round.cancelled:
@@ -1351,17 +1546,16 @@ def results_equal_calm_run(evidence: Evidence) -> list[str]:
             if status == "failed" and excused > 0:
                 excused -= 1
                 continue
+            why = f": {result.errors[name][:300]}" if name in result.errors else ""
             broken.append(
-                f"build {commit} {name}: {status}/{pixels} (calm: {calm.snapshots.get(name)})"
+                f"build {commit} {name}: {status}/{pixels} (calm: {calm.snapshots.get(name)}){why}"
             )
-        if kills[commit]:
-            continue  # its verdict may differ by the stories the kills failed
-        if set(result.shards.values()) == {"completed"} and (result.status, result.counts) != (
-            calm.status,
-            calm.counts,
-        ):
+        if kills[commit] or job_states[commit] != {"completed"}:
+            continue  # its verdict may differ by the stories the kills failed, or a failed job
+        if (result.status, result.counts, result.shards) != (calm.status, calm.counts, calm.shards):
             broken.append(
-                f"build {commit}: {result.status} {result.counts} (calm: {calm.status} {calm.counts})"
+                f"build {commit}: {result.status} {result.counts}, {len(result.shards)} shards "
+                f"(calm: {calm.status} {calm.counts}, {len(calm.shards)} shards)"
             )
     return broken
 
@@ -1398,6 +1592,8 @@ def failures_explained(evidence: Evidence) -> list[str]:
     for fault in evidence.round.faults:
         for job_id in fault.job_ids:
             injected[job_id][fault.type] += 1
+    for job_id in unjudged_hangs(evidence):
+        injected[job_id]["child SIGSTOP"] += 1  # the tool's hang: see `shift_stops_timed_waits`
     broken = []
     for job in evidence.jobs:
         causes = Counter(_fault_of(cause) for cause in job["crash_causes"] or ())
@@ -1417,6 +1613,22 @@ def failures_explained(evidence: Evidence) -> list[str]:
     return broken
 
 
+def unjudged_hangs(evidence: Evidence) -> list[int]:
+    """The jobs whose child the shifted host killed as hung, once per kill, where the clock
+    shift stops its timed waits: its children could not beat (`shift_stops_timed_waits`)."""
+    if not evidence.round.settings.shift_stops_waits:
+        return []
+    return [
+        int(event["job_id"])
+        for host in evidence.round.hosts
+        if host.clock is not None
+        for event in host.events()
+        if event.get("event") == "killing child"
+        and event.get("job_id") is not None
+        and HUNG_CAUSE.fullmatch(str(event.get("reason", "")))
+    ]
+
+
 def _fault_of(cause: str) -> str:
     if HUNG_CAUSE.fullmatch(cause):
         return "child SIGSTOP"
@@ -1424,9 +1636,13 @@ def _fault_of(cause: str) -> str:
 
 
 def nothing_left_behind(evidence: Evidence) -> list[str]:
-    """No scratch file, no surviving process a host started, no pids group of the soak's."""
-    scratch = evidence.round.artifacts / ".scratch"
-    broken = [f"scratch left: {path.name}" for path in sorted(scratch.glob("*"))]
+    """No scratch file (in the artifacts folder, or in any machine's cache), no surviving
+    process a host started, no pids group of the soak's."""
+    broken = [
+        f"scratch left: {where}{path.name}"
+        for where, folder in evidence.round.site.scratch_folders()
+        for path in sorted(folder.glob("*"))
+    ]
     deadline = time.monotonic() + 10
     while survivors := _survivors(evidence.round.descendants):
         if time.monotonic() > deadline:
@@ -1583,13 +1799,13 @@ def check(evidence: Evidence) -> dict[str, list[str]]:
 
 
 def calm_reference(
-    server: TemporaryPostgres, work: Path, workload: Workload, options: list[str]
+    server: TemporaryPostgres, workload: Workload, settings: SoakSettings
 ) -> dict[str, BuildResult]:
     """The workload run with one host and no faults: what every chaotic run must agree with."""
     url = create_database(server, "calm")
-    artifacts, logs = work / "calm" / "artifacts", work / "calm" / "logs"
-    prepare(url, artifacts, logs, workload, options)
-    run_to_end(url, artifacts, logs, options)
+    site = settings.site(settings.work / "calm")
+    prepare(url, site, workload, settings.host_options)
+    run_to_end(url, site, settings.host_options)
     engine = connect(url)
     try:
         results = retrying(engine, read_results)
@@ -1613,11 +1829,12 @@ def run_round(
     settings: SoakSettings,
     calm: dict[str, BuildResult],
     deadline: float,
+    object_store: TemporaryObjectStore | None = None,
 ) -> RoundReport:
     started = time.monotonic()
     url = create_database(server, f"chaos_{number}")
-    folder = settings.work / f"round-{number}"
-    prepare(url, folder / "artifacts", folder / "logs", workload, settings.host_options)
+    site = settings.site(settings.work / f"round-{number}")
+    prepare(url, site, workload, settings.host_options)
     clock = None
     if "shifted clock" in settings.faults and settings.clock_library is not None:
         sign = random.Random(f"{settings.seed}/{number}/clock").choice((1, -1))
@@ -1625,8 +1842,7 @@ def run_round(
     soak_round = Round(
         number,
         url,
-        folder / "artifacts",
-        folder / "logs",
+        site,
         settings,
         server,
         workload,
@@ -1634,10 +1850,11 @@ def run_round(
         targets=random.Random(f"{settings.seed}/{number}/targets"),
         started=started,
         clock=clock,
+        object_store=object_store,
     )
     try:
         for index in range(settings.hosts):
-            soak_round.add_host(clock if index == 0 else None)
+            soak_round.add_host(clock if index == 0 else None, site.machine(index))
         soak_round.inject(deadline)
         soak_round.finish()
     except BaseException:
@@ -1654,6 +1871,23 @@ def run_round(
         sum(job["crashes"] for job in evidence.jobs if job["status"] == "completed"),
         time.monotonic() - started,
         broken,
+        store_retries(evidence) if settings.bucket is not None else None,
+        len(unjudged_hangs(evidence)),
+    )
+
+
+#: How a job's error reads when its bucket did not answer (`ipc.artifacts.s3`).
+STORE_DOWN = re.compile(r"the artifact store (did not answer|failed)")
+
+
+def store_retries(evidence: Evidence) -> int:
+    """Attempts that ended because the bucket did not answer: the hosts' events for a job that
+    failed, retried or not, with the store's words."""
+    return sum(
+        1
+        for event in evidence.events
+        if event.get("event") in ("job failed; retrying", "job failed on its last attempt")
+        and STORE_DOWN.search(str(event.get("error", "")))
     )
 
 
@@ -1669,8 +1903,13 @@ def summarize(reports: list[RoundReport], seconds: float) -> str:
         "jobs: " + ", ".join(f"{state} {count}" for state, count in sorted(job_states.items())),
         f"retries (attempts beyond the first): {sum(r.retries for r in reports)}",
         f"crashes survived (by jobs that completed): {sum(r.crashes_survived for r in reports)}",
-        "invariants:",
     ]
+    if any(report.store_retries is not None for report in reports):
+        retried = sum(report.store_retries or 0 for report in reports)
+        lines.append(f"attempts ended by the object store not answering: {retried}")
+    if unjudged := sum(report.unjudged_hangs for report in reports):
+        lines.append(f"hangs on the shifted host not judged (its timed waits stopped): {unjudged}")
+    lines += ["invariants:"]
     lines += [f"  {'BROKEN' if name in broken else 'held  '} {name}" for name in INVARIANTS]
     for report in reports:
         for name, found in report.broken.items():
@@ -1698,10 +1937,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--work", type=Path, help="keep databases' artifacts and logs here")
     parser.add_argument(
+        "--store",
+        choices=get_args(StoreKind),
+        default="folder",
+        help="where the artifacts live: one folder every host shares (default), or a bucket on "
+        "a SeaweedFS the soak starts, the hosts then sharing nothing but it and PostgreSQL",
+    )
+    parser.add_argument(
         "--faults",
         type=fault_names,
-        default=frozenset(ALL_FAULTS),
-        help="the faults to inject, separated by commas (default: all): " + ", ".join(ALL_FAULTS),
+        help="the faults to inject, separated by commas (default: all those of the store; "
+        f"{', '.join(sorted(BUCKET_FAULTS))} need --store s3, "
+        f"{', '.join(sorted(FOLDER_FAULTS))} a folder): " + ", ".join(ALL_FAULTS),
     )
     return parser.parse_args(argv)
 
@@ -1714,10 +1961,28 @@ def fault_names(value: str) -> frozenset[FaultName]:
     return frozenset(name for name in ALL_FAULTS if name in names)
 
 
-def available_faults(wanted: frozenset[FaultName]) -> tuple[frozenset[FaultName], int]:
-    """`wanted` less the faults this machine cannot inject, each dropped with one line; and a
-    non-zero status if a dropped one is required (libfaketime under CI=true)."""
+def wanted_faults(store: StoreKind, asked: frozenset[FaultName] | None) -> frozenset[FaultName]:
+    """The faults `--faults` asked for; by default every fault, but for a folder not the
+    bucket's (which it could not inject). A bucket's default keeps the folder's, which
+    `available_faults` then drops with the line it gives every fault that cannot be injected."""
+    if asked is not None:
+        return asked
+    if store == "folder":
+        return frozenset(ALL_FAULTS) - BUCKET_FAULTS
+    return frozenset(ALL_FAULTS)
+
+
+def available_faults(
+    wanted: frozenset[FaultName], store: StoreKind = "folder"
+) -> tuple[frozenset[FaultName], int]:
+    """`wanted` less the faults this machine, or this store, cannot inject, each dropped with
+    one line; and a non-zero status if a dropped one is required (libfaketime under CI=true)."""
     faults = set(wanted)
+    unfit = FOLDER_FAULTS if store == "s3" else BUCKET_FAULTS
+    for fault in sorted(faults & unfit):
+        where = "the artifacts are in a bucket" if store == "s3" else "there is no bucket"
+        print(f"{fault}: skipped ({where}: --store {store})")
+        faults.discard(fault)
     if "forks refused" in faults and forks_refusal_method() is None:
         print("forks refused: skipped (no writable pids cgroup; RLIMIT_NPROC does not bind root)")
         faults.discard("forks refused")
@@ -1729,6 +1994,36 @@ def available_faults(wanted: frozenset[FaultName]) -> tuple[frozenset[FaultName]
         print(f"shifted clock: skipped, every host on the real clock: {missing}")
         faults.discard("shifted clock")
     return frozenset(faults), 0
+
+
+def start_object_store() -> TemporaryObjectStore:
+    """The soak's SeaweedFS with its bucket; its endpoint and credentials go in the soak's
+    environment, for its own uploads and checks and for every process it starts (hosts,
+    `build ID`)."""
+    object_store = TemporaryObjectStore(BUCKET).start()
+    os.environ.update(object_store.environment())
+    print(f"artifacts: s3://{BUCKET}/<run> on SeaweedFS at {object_store.endpoint}", flush=True)
+    return object_store
+
+
+def run_rounds(
+    server: TemporaryPostgres,
+    object_store: TemporaryObjectStore | None,
+    workload: Workload,
+    settings: SoakSettings,
+    minutes: float,
+    began: float,
+) -> list[RoundReport]:
+    """The calm run, then rounds until `minutes` have passed (at least one)."""
+    calm = calm_reference(server, workload, settings)
+    print(f"calm run done in {time.monotonic() - began:.0f} s", flush=True)
+    deadline = time.monotonic() + minutes * 60
+    reports: list[RoundReport] = []
+    while not reports or deadline - time.monotonic() > MIN_ROUND_SECONDS:
+        number = len(reports) + 1
+        print(f"round {number}:", flush=True)
+        reports.append(run_round(number, server, workload, settings, calm, deadline, object_store))
+    return reports
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1743,11 +2038,23 @@ def main(argv: list[str] | None = None) -> int:
         "--poll-seconds", "0.5",
         "--drain-seconds", "10",
     ]  # fmt: skip
-    faults, status = available_faults(args.faults)
+    faults, status = available_faults(wanted_faults(args.store, args.faults), args.store)
     if status:
         return status
+    if args.store == "s3":
+        try:
+            find_weed()
+        except ObjectStoreNotFound as error:
+            print(f"scripts/chaos --store s3: {error}", file=sys.stderr)
+            return 1
     work = args.work or Path(tempfile.mkdtemp(prefix="storyshelf-chaos-"))
     clock_library = find_libfaketime() if "shifted clock" in faults else None
+    waits_stop = clock_library is not None and shift_stops_timed_waits(clock_library)
+    if waits_stop:
+        print(
+            f"shifted clock: {clock_library} stops Python's timed waits (wolfcw/libfaketime#390):"
+            " the shifted host's children cannot beat, so the hangs it finds are not judged"
+        )
     settings = SoakSettings(
         args.hosts,
         args.seed,
@@ -1757,6 +2064,8 @@ def main(argv: list[str] | None = None) -> int:
         faults,
         forks_refusal_method() if "forks refused" in faults else None,
         clock_library,
+        f"s3://{BUCKET}" if args.store == "s3" else None,
+        waits_stop,
     )
     print(f"chaos soak: seed {args.seed}, work folder {work}", flush=True)
     print(f"faults: {', '.join(sorted(faults)) or 'none'}", flush=True)
@@ -1769,17 +2078,14 @@ def main(argv: list[str] | None = None) -> int:
         shards=args.shards,
         seed=args.seed,
     )
-    server = TemporaryPostgres().start()
-    reports: list[RoundReport] = []
-    try:
-        calm = calm_reference(server, work, workload, options)
-        print(f"calm run done in {time.monotonic() - began:.0f} s", flush=True)
-        deadline = time.monotonic() + args.minutes * 60
-        while not reports or deadline - time.monotonic() > MIN_ROUND_SECONDS:
-            print(f"round {len(reports) + 1}:", flush=True)
-            reports.append(run_round(len(reports) + 1, server, workload, settings, calm, deadline))
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as servers:
+        server = TemporaryPostgres().start()
+        servers.callback(server.stop)
+        object_store = None
+        if settings.bucket is not None:
+            object_store = start_object_store()
+            servers.callback(object_store.stop)
+        reports = run_rounds(server, object_store, workload, settings, args.minutes, began)
     print(summarize(reports, time.monotonic() - began), flush=True)
     broken = sorted({name for report in reports for name in report.broken})
     if broken:

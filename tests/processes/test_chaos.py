@@ -5,6 +5,11 @@ The soak itself is `scripts/chaos` (see `scripts/chaos_soak.py`); this runs it s
 24 snapshots in 2 shards, a minute of faults, about two minutes in all) with every fault, so that
 every change meets the faults the soak injects, not only the paths the other tests take one at a
 time. Under CI=true the soak fails without libfaketime, as this test does without PostgreSQL.
+
+A second run puts the artifacts in a bucket (`--store s3`, a SeaweedFS the soak starts):
+three hosts that share nothing but PostgreSQL and the bucket, each with its own cache, while the
+object store restarts and caches are deleted under them too. Under CI=true it fails without
+`weed`, as the suite's object-store tests do.
 """
 
 from __future__ import annotations
@@ -16,16 +21,33 @@ import sys
 import pytest
 
 from tests.hosts import ROOT
+from tests.object_store_server import ObjectStoreNotFound, find_weed
 from tests.postgres_server import PostgresNotFound, find_bindir
 
 
-def test_short_chaos_soak_holds_every_invariant() -> None:
+def require_postgres() -> None:
+    """Skip without PostgreSQL; fail under CI=true, as the database tests do."""
     try:
         find_bindir()
     except PostgresNotFound as error:
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL is required in CI: {error}")
         pytest.skip(str(error))
+
+
+def require_weed() -> None:
+    """Skip without SeaweedFS's `weed`; fail under CI=true, as the object-store tests do
+    (`tests.object_store_server.own_server`)."""
+    try:
+        find_weed()
+    except ObjectStoreNotFound as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"SeaweedFS is required in CI: {error}")
+        pytest.skip(str(error))
+
+
+def test_short_chaos_soak_holds_every_invariant() -> None:
+    require_postgres()
     command = [
         sys.executable, str(ROOT / "scripts" / "chaos"),
         "--builds", "8", "--snapshots", "24", "--shards", "2", "--minutes", "1", "--seed", "20",
@@ -34,3 +56,21 @@ def test_short_chaos_soak_holds_every_invariant() -> None:
     result = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-4000:]
     assert "invariants broken" not in result.stderr
+
+
+def test_short_chaos_soak_on_a_bucket_holds_every_invariant() -> None:
+    """Hosts that share only PostgreSQL and a bucket, the bucket restarted and a host's cache
+    deleted among the other faults: 4 builds of 16 snapshots, a minute of faults, about two
+    minutes in all (the calm run and each round's baselines capture the Storybook fixture)."""
+    require_postgres()
+    require_weed()
+    command = [
+        sys.executable, str(ROOT / "scripts" / "chaos"), "--store", "s3",
+        "--builds", "4", "--snapshots", "16", "--shards", "2", "--minutes", "1", "--seed", "21",
+        "--lease-seconds", "10", "--stall-seconds", "6",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-4000:]
+    assert "invariants broken" not in result.stderr
+    enabled = next(line for line in result.stdout.splitlines() if line.startswith("faults: "))
+    assert "object store restarted" in enabled and "cache deleted" in enabled, enabled
