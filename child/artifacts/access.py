@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from functools import cache
 from pathlib import Path
 from typing import Protocol
@@ -55,6 +56,11 @@ class JobArtifacts(Protocol):
         """A fresh path to write an unfinished file at (see `keep`)."""
         ...
 
+    def named(self, message: str) -> str:
+        """`message` (an error about files this job read) as a person reads it: with the
+        store's key in place of each local path the job was given that does not say it."""
+        ...
+
     def keep(self, key: str, written: Path, sha256: str | None = None) -> None:
         """Store the finished file `written` (a `new_scratch` path) as `key`; `written` is gone
         afterwards. `sha256`, when known, lets a remote store's cache keep a copy."""
@@ -75,6 +81,9 @@ class FolderArtifacts:
 
     def new_scratch(self, suffix: str) -> Path:
         return scratch.new_file(self._root.path, suffix)
+
+    def named(self, message: str) -> str:
+        return message  # a path in the folder says where the file is
 
     def keep(self, key: str, written: Path, sha256: str | None = None) -> None:
         try:
@@ -102,10 +111,16 @@ class CachedArtifacts:
         self._cache = cache
         self._folder = folder
         self._beat = beat
+        #: The key of each digest this job read: a path in the cache names only the digest.
+        self._keys: dict[str, str] = {}
+        self._cached_path = re.compile(
+            re.escape(str(cache.folder)) + r"/[0-9a-f]{2}/([0-9a-f]{64})"
+        )
 
     def read(self, key: str, sha256: str) -> Path:
         check_key(key)
         self.reads += 1
+        self._keys[sha256] = key
         return self._cache.get(sha256, lambda target: self._download(key, target), name=key)
 
     def _download(self, key: str, target: Path) -> None:
@@ -115,6 +130,13 @@ class CachedArtifacts:
 
     def new_scratch(self, suffix: str) -> Path:
         return scratch.new_file(self._folder, suffix)
+
+    def named(self, message: str) -> str:
+        def key_of(found: re.Match[str]) -> str:
+            key = self._keys.get(found[1])
+            return found[0] if key is None else f"{self.location}/{key}"
+
+        return self._cached_path.sub(key_of, message)
 
     def keep(self, key: str, written: Path, sha256: str | None = None) -> None:
         try:

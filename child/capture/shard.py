@@ -111,7 +111,7 @@ def capture_one(
             return _judged(artifacts, diff_dir, shot, options)
     except (ImageError, UnsafeKey, ArtifactMissing, HashMismatch, OSError) as error:
         resources.check(error)  # the host's trouble, not the image's: the job is retried
-        return _result(shot, "failed", error=str(error) or type(error).__name__)
+        return _result(shot, "failed", error=artifacts.named(str(error) or type(error).__name__))
 
 
 def _judged(

@@ -106,6 +106,20 @@ def test_an_image_missing_from_the_bucket_fails_only_its_snapshot(
     assert result["error"] == f"{key}: not in the artifact store"
 
 
+def test_a_damaged_image_on_a_bucket_fails_its_snapshot_naming_its_key(
+    s3_store: S3Store, tmp_path: Path
+) -> None:
+    """The child decodes the cache's copy; the error names the file as stored, not that copy."""
+    damaged = write_png(tmp_path / "drawn" / "a.png").read_bytes()[:-40]
+    digest = hashlib.sha256(damaged).hexdigest()
+    s3_store.put_bytes(image_key(digest), damaged)
+    artifacts = cached(s3_store, tmp_path)
+    result = capture_one(artifacts, "diffs/1", shot(image_key(digest), digest), OPTIONS)
+    assert result["status"] == "failed"
+    assert result["error"].startswith(f"{s3_store.location}/{image_key(digest)}: "), result["error"]
+    assert str(tmp_path / "cache") not in result["error"]
+
+
 def test_an_image_not_of_its_digest_fails_only_its_snapshot(
     s3_store: S3Store, tmp_path: Path
 ) -> None:
