@@ -29,8 +29,11 @@ from ipc.forkserver import (
 
 log = structlog.get_logger(__name__)
 
-#: Importing the child code and libvips takes well under this.
-READY_TIMEOUT_SECONDS = 30.0
+#: Importing the child code and libvips takes a second or two; the first start from a fresh
+#: checkout also compiles the diff's loops into numba's cache (`child.diff.kernels`): about 10 s
+#: on a quiet machine, past 30 under a load average of 12, where a shorter limit killed the
+#: server again and again. The loop goes on meanwhile (`StartingForkServer`).
+READY_TIMEOUT_SECONDS = 90.0
 #: A spawn takes milliseconds; a fork server that does not answer within this is hung.
 SPAWN_TIMEOUT_SECONDS = 10.0
 _PR_SET_CHILD_SUBREAPER = 36
