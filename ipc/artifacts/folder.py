@@ -54,8 +54,23 @@ class FolderStore:
     def exists(self, key: str) -> bool:
         return self.path(key).is_file()
 
-    def missing(self, keys: Collection[str]) -> set[str]:
-        return {key for key in keys if not self.exists(key)}
+    def written(self, keys: Collection[str]) -> dict[str, float]:
+        found = {}
+        for key in keys:
+            try:
+                found[key] = self.path(key).stat().st_mtime
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return found
+
+    def refresh(self, keys: Collection[str]) -> set[str]:
+        gone = set()
+        for key in keys:
+            try:
+                os.utime(self.path(key))
+            except FileNotFoundError:
+                gone.add(key)
+        return gone
 
     def put_file(self, key: str, path: Path) -> None:
         with self.writer(key) as out, path.open("rb") as source:

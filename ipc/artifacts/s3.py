@@ -86,15 +86,44 @@ class S3Store:
             raise StoreRefused(f"{self.location}: no such bucket") from None
 
     def exists(self, key: str) -> bool:
-        try:
-            self._call(key, lambda s3: s3.head_object(Bucket=self.bucket, Key=self._key(key)))
-        except ArtifactMissing:
-            return False
-        return True
+        return self._written(key) is not None
 
-    def missing(self, keys: Collection[str]) -> set[str]:
-        found = self._concurrently(self.exists, keys)
-        return {key for key, there in zip(keys, found, strict=True) if not there}
+    def written(self, keys: Collection[str]) -> dict[str, float]:
+        times = self._concurrently(self._written, keys)
+        return {key: at for key, at in zip(keys, times, strict=True) if at is not None}
+
+    def _written(self, key: str) -> float | None:
+        try:
+            head = self._call(
+                key, lambda s3: s3.head_object(Bucket=self.bucket, Key=self._key(key))
+            )
+        except ArtifactMissing:
+            return None
+        modified: float = head["LastModified"].timestamp()
+        return modified
+
+    def refresh(self, keys: Collection[str]) -> set[str]:
+        gone = self._concurrently(self._refresh, keys)
+        return {key for key, lost in zip(keys, gone, strict=True) if lost}
+
+    def _refresh(self, key: str) -> bool:
+        """Copy `key` onto itself (a copy must change something: its metadata, replaced by
+        the same), which makes it written now without its bytes crossing the network; True
+        when it was gone."""
+        name = self._key(key)
+        try:
+            self._call(
+                key,
+                lambda s3: s3.copy_object(
+                    Bucket=self.bucket,
+                    Key=name,
+                    CopySource={"Bucket": self.bucket, "Key": name},
+                    MetadataDirective="REPLACE",
+                ),
+            )
+        except ArtifactMissing:
+            return True
+        return False
 
     def put_file(self, key: str, path: Path) -> None:
         with path.open("rb") as body:

@@ -67,8 +67,15 @@ class ArtifactStore(Protocol):
 
     def exists(self, key: str) -> bool: ...
 
-    def missing(self, keys: Collection[str]) -> set[str]:
-        """Which of `keys` are not stored (asked concurrently where the store is remote)."""
+    def written(self, keys: Collection[str]) -> dict[str, float]:
+        """When each of `keys` that is stored was last written (POSIX seconds); a key not
+        stored is left out. Asked concurrently where the store is remote."""
+        ...
+
+    def refresh(self, keys: Collection[str]) -> set[str]:
+        """Mark each of `keys` written now, its bytes unchanged (a file an upload reuses is
+        then young for prune's grace period: `supervisor.builds.files`); the keys that were
+        gone meanwhile, to be stored again."""
         ...
 
     def put_file(self, key: str, path: Path) -> None:

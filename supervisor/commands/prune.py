@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         whole(0, MAX_GRACE_HOURS),
         DEFAULT_GRACE_HOURS,
         "never delete a stored file younger than this, named or not: an upload stores its "
-        "files before its build exists",
+        "files before its build exists, and marks those it reuses written now if they were "
+        "written over an hour ago (so 2 or more keeps every upload shorter than an hour safe)",
     )
     parser.add_argument(
         "--dry-run", action="store_true", help="count what would be deleted; change nothing"

@@ -411,9 +411,9 @@ def write_storybook_variant(folder: Path) -> Path:
 def test_an_upload_that_reuses_an_old_unnamed_file_during_the_sweep_keeps_it(
     engine: Engine, store: FolderStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An upload does not store again a file the store has, so the file keeps its old time:
-    a build committed between the sweep's mark and its deletes names a file that looked
-    unnamed and old. The sweep reads new builds again before it deletes."""
+    """A build committed between the sweep's mark and its deletes names a file that looked
+    unnamed and old: the sweep reads new builds again before it deletes (and the upload marked
+    the file written now besides)."""
     orphan = write_png(tmp_path / "orphan/a.png", marks=((6, 6, 6, 6),))
     (image,) = uploads.store_images(store, orphan.parent)
     age_files(store, [image.image], 10)
@@ -428,10 +428,30 @@ def test_an_upload_that_reuses_an_old_unnamed_file_during_the_sweep_keeps_it(
     pruned = prune_with(engine, store, grace_hours=1)
 
     assert pruned.files == 0
-    assert store.path(image.image).stat().st_mtime < time.time() - 5 * DAY  # reused as it was
+    assert store.path(image.image).stat().st_mtime > time.time() - 60  # refreshed by the upload
     run_jobs(engine, store)
     assert status_of(engine, queued[0].build_id) == "passed"
     assert images_of(engine, queued[0].build_id) == {image.image}
+
+
+def test_an_upload_in_progress_that_reuses_an_old_unnamed_file_keeps_it(
+    engine: Engine, store: FolderStore, tmp_path: Path
+) -> None:
+    """Its files are stored, its build not queued yet: nothing names the old file it reuses,
+    but the upload marked it written now, so the grace period keeps it."""
+    orphan = write_png(tmp_path / "orphan/a.png", marks=((6, 6, 6, 6),))
+    (image,) = uploads.store_images(store, orphan.parent)
+    age_files(store, [image.image], 10)
+    again = screens(tmp_path / "again", a=((6, 6, 6, 6),))
+    images = uploads.store_images(store, again)
+    assert [shot.image for shot in images] == [image.image]
+
+    assert prune_with(engine, store, keep_days=0, grace_hours=2).files == 0
+    assert store.exists(image.image)
+    with transaction(engine) as conn:
+        queued = uploads.enqueue_build(conn, project="web", branch="main", images=images)
+    run_jobs(engine, store)
+    assert status_of(engine, queued.build_id) == "passed"
 
 
 def test_a_manifest_that_cannot_be_read_leaves_storybooks_unswept(

@@ -106,7 +106,8 @@ def assert_recorded_once(engine: Engine, store: ArtifactStore, queued: QueuedBui
     assert len(recorded) == len(set(recorded)) == queued.snapshot_count
     diffs = {row.diff_path for row in rows if row.diff_path}
     assert len(diffs) == CHANGED_PER_COPY * COPIES
-    assert store.missing({row.image_path for row in rows} | diffs) == set()
+    stored = {row.image_path for row in rows} | diffs
+    assert set(store.written(stored)) == stored
 
 
 def completed_by(host: HostProcess, job_ids: tuple[int, ...]) -> set[int]:

@@ -14,6 +14,7 @@ import pytest
 from ipc.artifacts.keys import UnsafeKey
 from ipc.artifacts.s3 import ENDPOINT_VARIABLE, S3Store
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoreRefused, StoreUnavailable
+from supervisor.builds.files import REFRESH_AFTER_SECONDS, store_missing
 from tests.postgres_server import free_port
 
 
@@ -31,16 +32,46 @@ def test_a_stored_file_reads_back_whole(store: ArtifactStore, tmp_path: Path) ->
     assert store.read_bytes("reports/build-1.html") == b"<html>again"
 
 
-def test_missing_names_the_keys_not_stored_of_many(store: ArtifactStore, tmp_path: Path) -> None:
+def test_written_gives_when_each_stored_key_of_many_was_written(
+    store: ArtifactStore, tmp_path: Path
+) -> None:
     files = []
     for number in range(40):
         path = tmp_path / f"{number}.png"
         path.write_bytes(f"image {number}".encode())
         files.append((f"images/{number:02d}/{number}.png", path))
+    before = time.time() - 60
     store.put_files(files[:30])
     asked = [key for key, _path in files]
-    assert store.missing(asked) == set(asked[30:])
+    written = store.written(asked)
+    assert set(written) == set(asked[:30])
+    assert all(before < at < time.time() + 60 for at in written.values())
     assert store.read_bytes(files[7][0]) == b"image 7"
+
+
+def test_refresh_marks_keys_written_now_and_names_those_gone(store: ArtifactStore) -> None:
+    store.put_bytes("images/aa/1.png", b"1")
+    first = store.written(["images/aa/1.png"])["images/aa/1.png"]
+    time.sleep(1.1)  # a bucket's times are whole seconds
+    assert store.refresh(["images/aa/1.png", "images/bb/gone.png"]) == {"images/bb/gone.png"}
+    assert store.written(["images/aa/1.png"])["images/aa/1.png"] > first
+    assert store.read_bytes("images/aa/1.png") == b"1"
+
+
+def test_an_upload_sends_only_what_is_missing_and_refreshes_what_it_reuses_from_long_ago(
+    store: ArtifactStore, tmp_path: Path
+) -> None:
+    (tmp_path / "a.png").write_bytes(b"a")
+    (tmp_path / "b.png").write_bytes(b"b")
+    files = {"images/aa/a.png": tmp_path / "a.png", "images/bb/b.png": tmp_path / "b.png"}
+    assert store_missing(store, files) == 2
+    first = store.written(files)
+    time.sleep(1.1)
+    assert store_missing(store, files) == 0
+    assert store.written(files) == first  # reused, written just now: left as it is
+    hours_later = time.time() + REFRESH_AFTER_SECONDS + 60
+    assert store_missing(store, files, clock=lambda: hours_later) == 0
+    assert all(at > first[key] for key, at in store.written(files).items())
 
 
 def test_a_writer_stores_only_a_block_that_ended_well(store: ArtifactStore) -> None:
@@ -69,7 +100,7 @@ def test_delete_removes_keys_and_passes_over_those_gone(store: ArtifactStore) ->
     store.put_bytes("diffs/1/a.png", b"a")
     store.put_bytes("diffs/1/b.png", b"b")
     store.delete(["diffs/1/a.png", "diffs/1/never.png"])
-    assert store.missing(["diffs/1/a.png", "diffs/1/b.png"]) == {"diffs/1/a.png"}
+    assert set(store.written(["diffs/1/a.png", "diffs/1/b.png"])) == {"diffs/1/b.png"}
 
 
 def test_a_key_not_stored_is_missing(store: ArtifactStore, tmp_path: Path) -> None:
