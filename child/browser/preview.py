@@ -32,7 +32,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from child.browser.errors import first_line
 from child.browser.launch import ChildBrowser
 from child.browser.pages import open_page
-from child.browser.site import RequestGuard, ServeFailures
+from child.browser.site import RequestGuard, ServeFailures, Site
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 
 #: How long a preview may take to load and describe its stories.
@@ -116,29 +116,32 @@ class PreviewStories:
 
 def read_stories(
     browser: ChildBrowser,
-    guard: RequestGuard,
-    url: str,
+    site: Site,
     timeout: float = PREVIEW_TIMEOUT_SECONDS,
     beat: Callable[[], None] = lambda: None,
 ) -> PreviewStories:
-    """Open a page of `browser` (the capture agent installed, `guard` on its requests), load
-    the preview at `url` in it and extract it, all within `timeout`: the watchdog ends the
-    page (`ChildBrowser.rescue`) when it outlives it, and beats for it meanwhile (opening a
-    page and loading one block the thread that beats when Chromium is slow to start a
-    renderer). `beat` is the job's progress, also called every `BEAT_SECONDS` of waiting."""
+    """Open a page of `browser` (the capture agent installed, a `RequestGuard` on its
+    requests), load the preview of the build `site` serves in it and extract it, all within
+    `timeout`: the watchdog ends the page (`ChildBrowser.rescue`) when it outlives it, and
+    beats for it meanwhile (opening a page and loading one block the thread that beats when
+    Chromium is slow to start a renderer). `beat` is the job's progress, also called every
+    `BEAT_SECONDS` of waiting."""
     late = f"the preview did not describe its stories in {timeout:g} s"
     with Watchdog(browser.rescue, beat=beat, last_resort=browser.last_resort) as watchdog:
         watchdog.arm(timeout, late)
-        context, page = open_page(browser, guard)
-        served = ServeFailures(guard.origin)
+        context, page = open_page(browser, RequestGuard(site.origin))
+        served = ServeFailures(site.origin)
         served.watch(page)
         try:
-            stories = _read(page, url, timeout, beat)
+            stories = _read(page, site.url("iframe.html"), timeout, beat)
         except PreviewError as error:
+            # Requests of a page the watchdog ended fail too: then only a wait on the store
+            # is the host's; else any request the server failed is.
+            failure = site.still_reading(late) if watchdog.fired else served.take()
+            if failure is not None:
+                raise failure from error
             if watchdog.fired:
                 raise PreviewError(late) from error
-            if (failure := served.take()) is not None:
-                raise failure from error
             raise
         finally:
             context.close()

@@ -157,6 +157,13 @@ class StoryRenderer:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
             self._after_failure(browser, story_id, message, broken)
+            # The page's own server failed it, or kept it waiting on the store: not the story.
+            served = self._serve_failures.take() or self.site.still_reading(
+                f"{story_id}: {message}"
+            )
+            if served is not None:
+                self._close_page()
+                raise served from None
             refused.blame(f"{story_id}: {message}")
             return Capture(story_id, None, None, None, message, self._clock() - started)
         finally:

@@ -22,6 +22,7 @@ import mimetypes
 import re
 import sys
 import threading
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -89,6 +90,21 @@ class Site:
         """The URL of `path` (with its query) on this server."""
         return f"{self.origin}/{path.lstrip('/')}"
 
+    def reading(self) -> list[str]:
+        """The build's files that requests are waiting for from the store right now: a page
+        that failed meanwhile (its render cap passed) failed for the store, not the story."""
+        return list(self._server.reading.values())
+
+    def still_reading(self, what: str) -> ServeFailed | None:
+        """The failure to raise when `what` went wrong while requests still waited on the
+        store (see `reading`); None when none did."""
+        reading = self.reading()
+        if not reading:
+            return None
+        return ServeFailed(
+            f"{what} while the child's server still waited on the store for {reading[0]}"
+        )
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
@@ -114,6 +130,18 @@ class _SiteServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
         super().__init__(address, handler)
         self.handler = handler
+        #: The file each request thread is reading from the store, by thread id.
+        self.reading: dict[int, str] = {}
+
+    @contextlib.contextmanager
+    def reading_file(self, relative: str) -> Iterator[None]:
+        """Note that this thread reads `relative` from the store while the block runs."""
+        thread = threading.get_ident()
+        self.reading[thread] = relative
+        try:
+            yield
+        finally:
+            del self.reading[thread]
 
     def process_request(self, request: Any, client_address: Any) -> None:
         try:
@@ -135,6 +163,7 @@ class _SiteServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     build: StoredBuild
+    server: _SiteServer
     protocol_version = "HTTP/1.1"
 
     def __init__(self, request: Any, client_address: Any, server: Any, *, alone: bool = False):
@@ -168,7 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._empty(HTTPStatus.NOT_MODIFIED, etag)
             return
         try:
-            file = self.build.open(relative)
+            with self.server.reading_file(relative):
+                file = self.build.open(relative)
         except (OSError, StorybookProblem, StoreError) as error:
             # The build lists it: the store lost it or does not answer, which is no fault of
             # the story's. A 5xx tells the page's renderer (`child.browser.render`) not to

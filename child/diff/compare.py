@@ -499,7 +499,9 @@ def _write_diff(
     except pyvips.Error as error:
         path.unlink(missing_ok=True)
         resources.check(error)
-        raise ImageError(f"{path}: cannot write the diff PNG ({error})") from error
+        if not path.parent.is_dir():  # its folder deleted under us (a cleared cache)
+            raise gone(path.parent) from None
+        raise ImageError(f"{path}: cannot write the diff PNG ({_first_line(error)})") from error
 
 
 def _faded_grey(base: Pixels, overlap: _Overlap) -> Pixels:

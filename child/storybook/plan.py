@@ -24,7 +24,7 @@ from child.artifacts.access import for_job
 from child.browser.errors import first_line
 from child.browser.launch import child_browser
 from child.browser.preview import PreviewError, read_stories
-from child.browser.site import RequestGuard, Site
+from child.browser.site import Site
 from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
 from child.worker.resources import RefusedForks
@@ -56,9 +56,7 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
         progress({"entries": len(entries), "browser": True})
         refused = RefusedForks()  # a page that crashed while forks were refused: not the build's
         try:
-            described = read_stories(
-                browser, RequestGuard(site.origin), site.url("iframe.html"), beat=beat
-            )
+            described = read_stories(browser, site, beat=beat)
         except PreviewError as error:
             refused.blame(f"the Storybook preview did not load: {error}")
             log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))

@@ -16,23 +16,29 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
-from child.artifacts.access import for_job
+from child.artifacts.access import CachedArtifacts, for_job
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS, LAST_RESORT_SECONDS, Watchdog
+from child.cache.content import ContentCache
 from child.storybook import capture
 from child.storybook.stored import load
 from child.worker.resources import OutOfResources
+from ipc.artifacts.s3 import S3Store
 from ipc.storybook import RENDER_CAP_SECONDS
-from tests.browser.conftest import Stored, capture_payload, snapshot
+from supervisor.builds.storybooks import store_storybook
+from tests.browser.conftest import FIXTURE, Stored, capture_payload, snapshot
 from tests.cgroups import confine, pids_cgroup
 from tests.chromium import require_chromium
+from tests.object_store_server import TemporaryObjectStore, own_server
 from tests.scripts import start_script
 
 HANG = "example-hang--main-thread-hang"
@@ -176,6 +182,43 @@ def test_a_build_file_the_store_lost_fails_the_job_instead_of_recording_a_bare_p
         capture.run(capture_payload(variant, [snapshot(NEXT)]), lambda _report: None)
 
 
+@pytest.fixture
+def frozen_store() -> Iterator[TemporaryObjectStore]:
+    """An object store of the test's own, for it to freeze."""
+    yield from own_server()
+
+
+def test_a_story_that_waited_on_a_frozen_store_is_the_hosts_trouble(
+    browser: ChildBrowser,
+    frozen_store: TemporaryObjectStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bucket stops answering (its process frozen) while the story's stylesheet is read
+    from it: the render cap passes with the request still waiting on the store. The job fails,
+    to be tried again, instead of recording the story as failed."""
+    for name, value in frozen_store.environment().items():
+        monkeypatch.setenv(name, value)
+    store = S3Store(frozen_store.new_bucket("frozen"))
+    ref = store_storybook(store, FIXTURE).ref
+    artifacts = CachedArtifacts(store, ContentCache(tmp_path, 2**30), tmp_path)
+    build = load(artifacts, ref)
+    (css,) = [path for path in build.files if path.endswith(".css")]
+    for path in build.files.keys() - {css}:
+        build.path_of(path)  # in the cache: the stylesheet is all that is left to read
+    assert frozen_store.process is not None
+    frozen_store.process.send_signal(signal.SIGSTOP)
+    try:
+        with (
+            Site(build) as site,
+            StoryRenderer(site, cap_seconds=3) as renderer,
+            pytest.raises(ServeFailed, match=f"still waited on the store for {css}"),
+        ):
+            renderer.take(snapshot(NEXT))
+    finally:
+        frozen_store.process.send_signal(signal.SIGCONT)
+
+
 def test_a_server_that_cannot_start_its_thread_is_the_hosts_trouble(
     stored: Stored, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,7 +269,7 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
 #: set meanwhile refuses.
 RENDERER_HOLDER = """
 import json, sys
-from child.artifacts.access import for_job
+from child.artifacts.access import CachedArtifacts, for_job
 from child.browser.launch import child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import Site

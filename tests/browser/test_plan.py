@@ -16,7 +16,7 @@ import pytest
 from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser
 from child.browser.preview import PreviewError, read_stories
-from child.browser.site import RequestGuard, ServeFailed, Site
+from child.browser.site import ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS
 from child.storybook import plan
 from child.storybook.stored import load
@@ -149,13 +149,7 @@ def test_a_preview_that_hangs_its_page_ends_at_the_deadline(
     with Site(load(for_job(str(hanging.artifacts)), hanging.ref)) as site:
         started = time.monotonic()
         with pytest.raises(PreviewError) as raised:
-            read_stories(
-                browser,
-                RequestGuard(site.origin),
-                site.url("iframe.html"),
-                timeout=4,
-                beat=lambda: beats.append(time.monotonic()),
-            )
+            read_stories(browser, site, timeout=4, beat=lambda: beats.append(time.monotonic()))
     assert str(raised.value) == "the preview did not describe its stories in 4 s"
     assert time.monotonic() - started < 8
     gaps = [later - earlier for earlier, later in itertools.pairwise([started, *beats])]

@@ -236,6 +236,14 @@ def test_a_missing_file_raises_file_not_found_naming_it(tmp_path: Path) -> None:
         compare(FIXTURES / "text-1px.a.png", tmp_path / "missing.png", None)
 
 
+def test_a_diff_whose_folder_is_gone_raises_file_not_found(tmp_path: Path) -> None:
+    """Its scratch folder deleted under the child (a cleared cache): read and written again."""
+    with pytest.raises(FileNotFoundError, match="gone"):
+        compare(
+            FIXTURES / "text-1px.a.png", FIXTURES / "text-1px.b.png", tmp_path / "gone" / "d.png"
+        )
+
+
 def test_a_story_s_own_threshold_keeps_the_project_s_finer_pass_and_budget() -> None:
     project = DiffOptions(flat_threshold=0.02, budget_pixels=7)
     story = snapshot_options({"threshold": 0.3, "count_aa": True}, project)
