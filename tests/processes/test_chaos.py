@@ -2,7 +2,7 @@
 refused, the reports folder unwritable, a host's clock shifted; invariants held.
 
 The soak itself is `scripts/chaos` (see `scripts/chaos_soak.py`); this runs it small (8 builds of
-24 snapshots in 2 shards, a minute of faults, about two minutes in all) with every fault, so that
+24 snapshots in 2 shards, half a minute of faults, about a minute and a half in all) with every fault, so that
 every change meets the faults the soak injects, not only the paths the other tests take one at a
 time. Under CI=true the soak fails without libfaketime, as this test does without PostgreSQL.
 
@@ -50,7 +50,7 @@ def test_short_chaos_soak_holds_every_invariant() -> None:
     require_postgres()
     command = [
         sys.executable, str(ROOT / "scripts" / "chaos"),
-        "--builds", "8", "--snapshots", "24", "--shards", "2", "--minutes", "1", "--seed", "20",
+        "--builds", "8", "--snapshots", "24", "--shards", "2", "--minutes", "0.5", "--seed", "20",
         "--lease-seconds", "10", "--stall-seconds", "6",  # a stall the lease leaves room for
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)
@@ -60,13 +60,13 @@ def test_short_chaos_soak_holds_every_invariant() -> None:
 
 def test_short_chaos_soak_on_a_bucket_holds_every_invariant() -> None:
     """Hosts that share only PostgreSQL and a bucket, the bucket restarted and a host's cache
-    deleted among the other faults: 4 builds of 16 snapshots, a minute of faults, about two
-    minutes in all (the calm run and each round's baselines capture the Storybook fixture)."""
+    deleted among the other faults: 4 builds of 16 snapshots, half a minute of faults, about
+    a minute and a half in all (the calm run and each round's baselines capture the Storybook fixture)."""
     require_postgres()
     require_weed()
     command = [
         sys.executable, str(ROOT / "scripts" / "chaos"), "--store", "s3",
-        "--builds", "4", "--snapshots", "16", "--shards", "2", "--minutes", "1", "--seed", "21",
+        "--builds", "4", "--snapshots", "16", "--shards", "2", "--minutes", "0.5", "--seed", "21",
         "--lease-seconds", "10", "--stall-seconds", "6",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=280, check=False)

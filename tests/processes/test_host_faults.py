@@ -105,11 +105,13 @@ def test_a_fork_server_that_cannot_be_restarted_is_retried(
     assert host.stop() == 0
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
 def test_a_fork_server_killed_around_a_spawn_is_replaced(
     engine: Engine, start_host: StartHost, sig: signal.Signals
 ) -> None:
-    """The fork server dies at the moment a child must be replaced, again and again."""
+    """The fork server dies at the moment a child must be replaced, again and again (20 s
+    each, on one database: the fork server never touches it)."""
     host = start_host(*FAST, "--concurrency", "2")
     for _ in range(4):
         children = ready_children(host, 2)

@@ -120,9 +120,12 @@ def chromium_started_since(moment: float) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_every_story_is_captured_and_a_second_host_gives_the_same_bytes(
     engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
 ) -> None:
+    """On the embedded default, SQLite and a folder; PostgreSQL with a bucket below (a minute
+    each: what differs by database is settling, which `tests/database` runs on both)."""
     captured_twice(engine, FolderStore(artifacts), start_host, tmp_path)
 
 
