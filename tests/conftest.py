@@ -29,6 +29,7 @@ from tests.object_store_server import (
     own_server,
 )
 from tests.postgres_server import PostgresNotFound, TemporaryPostgres
+from tests.required import unavailable
 
 URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"
 
@@ -49,9 +50,7 @@ def postgres_server() -> Iterator[TemporaryPostgres | None]:
     try:
         server = TemporaryPostgres().start()
     except PostgresNotFound as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI: {error}")
-        pytest.skip(str(error))
+        unavailable("PostgreSQL", error)
     try:
         yield server
     finally:

@@ -47,10 +47,11 @@ from types import TracebackType
 from typing import Any
 
 import boto3
-import pytest
 from botocore.client import BaseClient
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
+
+from tests.required import unavailable
 
 #: The identity the server knows; any other key or secret is refused.
 ACCESS_KEY = "storyshelf-test"
@@ -451,9 +452,7 @@ def own_server() -> Iterator[TemporaryObjectStore]:
     try:
         server = TemporaryObjectStore().start()
     except ObjectStoreNotFound as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"SeaweedFS is required in CI: {error}")
-        pytest.skip(str(error))
+        unavailable("SeaweedFS", error)
     try:
         yield server
     finally:

@@ -90,15 +90,11 @@ class Site:
         """The URL of `path` (with its query) on this server."""
         return f"{self.origin}/{path.lstrip('/')}"
 
-    def reading(self) -> list[str]:
-        """The build's files that requests are waiting for from the store right now: a page
-        that failed meanwhile (its render cap passed) failed for the store, not the story."""
-        return list(self._server.reading.values())
-
     def still_reading(self, what: str) -> ServeFailed | None:
         """The failure to raise when `what` went wrong while requests still waited on the
-        store (see `reading`); None when none did."""
-        reading = self.reading()
+        store for a file of the build (a page that failed meanwhile, its render cap passed,
+        failed for the store, not the story); None when none did."""
+        reading = list(self._server.reading.values())
         if not reading:
             return None
         return ServeFailed(

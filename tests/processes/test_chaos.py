@@ -14,15 +14,13 @@ object store restarts and caches are deleted under them too. Under CI=true it fa
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-
-import pytest
 
 from tests.hosts import ROOT
 from tests.object_store_server import ObjectStoreNotFound, find_weed
 from tests.postgres_server import PostgresNotFound, find_bindir
+from tests.required import unavailable
 
 
 def require_postgres() -> None:
@@ -30,20 +28,15 @@ def require_postgres() -> None:
     try:
         find_bindir()
     except PostgresNotFound as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI: {error}")
-        pytest.skip(str(error))
+        unavailable("PostgreSQL", error)
 
 
 def require_weed() -> None:
-    """Skip without SeaweedFS's `weed`; fail under CI=true, as the object-store tests do
-    (`tests.object_store_server.own_server`)."""
+    """Skip without SeaweedFS's `weed`; fail under CI=true, as the object-store tests do."""
     try:
         find_weed()
     except ObjectStoreNotFound as error:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"SeaweedFS is required in CI: {error}")
-        pytest.skip(str(error))
+        unavailable("SeaweedFS", error)
 
 
 def test_short_chaos_soak_holds_every_invariant() -> None:
