@@ -264,12 +264,12 @@ class Case:
         try:
             with engine.connect() as conn:
                 row = conn.execute(
-                    text("SELECT status, unchanged, report_path FROM builds WHERE id = :id"),
+                    text("SELECT status, unchanged, report_url FROM builds WHERE id = :id"),
                     {"id": build_id},
                 ).one()
         finally:
             engine.dispose()
-        if row.status != "passed" or row.unchanged != self.count or row.report_path is None:
+        if row.status != "passed" or row.unchanged != self.count or row.report_url is None:
             raise RuntimeError(f"build {build_id}: {row.status}, {row.unchanged} unchanged")
 
 

@@ -204,7 +204,7 @@ class StoreCase(Case):
             with engine.connect() as conn:
                 row = conn.execute(
                     text(
-                        "SELECT status, new, unchanged, changed, failed, report_path"
+                        "SELECT status, new, unchanged, changed, failed, report_url"
                         " FROM builds WHERE id = :id"
                     ),
                     {"id": build_id},
@@ -216,7 +216,7 @@ class StoreCase(Case):
     def expect(self, build_id: int, **wanted: Any) -> None:
         """The build ended with `wanted` counts and its report: else nothing was measured."""
         counts = self.counts(build_id)
-        if {key: counts[key] for key in wanted} != wanted or counts["report_path"] is None:
+        if {key: counts[key] for key in wanted} != wanted or counts["report_url"] is None:
             raise RuntimeError(f"{self.label}: build {build_id} is {counts}, not {wanted}")
 
 

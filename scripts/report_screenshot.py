@@ -58,10 +58,10 @@ def make_build(folder: Path) -> Path:
         build_id = json.loads(queued)["build_id"]
         supervisor(database, artifacts, "run", "--drain")
     shown = json.loads(supervisor(database, artifacts, "build", str(build_id), "--json"))
-    report: str | None = shown["report_path"]
+    report: str | None = shown["report_url"]
     if not report:
         raise SystemExit(f"build {build_id} has no report: {shown['status']} {shown['error']}")
-    return artifacts / report
+    return Path(report)
 
 
 def shoot(report: Path, out: Path) -> None:

@@ -1,26 +1,26 @@
 """Helpers for the capture tests: upload a folder as a build, and run its jobs in-process.
 
-`run_jobs` plays the host's part of DESIGN section 3 without children: claim, `prepare` in a
-transaction, the child's `capture.run` in this process, then ack and `record` in one
-transaction (nothing recorded when the ack finds the job no longer ours), and the report of a
-build that ended, after the commit.
+`run_jobs` plays the host's part of DESIGN section 3 without children: claim, the kind's
+`prepare` in a transaction, the child's handler in this process, then ack and `record` in one
+transaction (nothing recorded when the ack finds the job no longer ours), until no job is due:
+a build's end queues its `publish` job, which writes its report.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import structlog
 from sqlalchemy import Engine
 
-from child.capture import shard as capture
+from child.worker.handlers import registered_handlers
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactStore
-from supervisor.builds import capture as capture_kind
 from supervisor.builds import uploads
-from supervisor.builds.report import publish_report
+from supervisor.builds.registry import registered_kinds
 from supervisor.commands import main as cli
 from supervisor.commands.demo_images import Canvas
 from supervisor.db import queue
@@ -58,29 +58,43 @@ def claim(engine: Engine, limit: int = 100, host: str = "test-host") -> list[que
 
 
 def prepare(engine: Engine, job: queue.Job, artifacts: Artifacts) -> dict[str, Any]:
+    kind = registered_kinds()[job.kind]
+    if kind.prepare is None:
+        return dict(job.data)
     with transaction(engine) as conn:
-        return capture_kind.prepare(conn, job, as_store(artifacts))
+        return kind.prepare(conn, job, as_store(artifacts))
 
 
-def settle(engine: Engine, job: queue.Job, result: Any, artifacts: Artifacts) -> bool:
-    """Ack and record in one transaction, then write the report of a build that ended, as the
-    host does; False (and nothing written) when lost."""
+def settle(engine: Engine, job: queue.Job, result: Any) -> bool:
+    """Ack and record in one transaction, as the host does; False (and nothing written) when
+    lost."""
+    record = registered_kinds()[job.kind].record
     with engine.connect() as conn, conn.begin() as tx:
         if not queue.ack(conn, job.lease):
             tx.rollback()
             return False
-        closed = capture_kind.record(conn, job, result)
-    if closed == "finalized":
-        publish_report(engine, job.data["build_id"], as_store(artifacts))
+        if record is not None:
+            record(conn, job, result)
     return True
 
 
-def run_jobs(engine: Engine, artifacts: Artifacts) -> None:
-    """Claim every due job and run it to its end, one after another."""
-    for job in claim(engine):
-        payload = prepare(engine, job, artifacts)
-        result = capture.run(payload, lambda _progress: None)
-        assert settle(engine, job, result, artifacts)
+def run_jobs(engine: Engine, artifacts: Artifacts, kinds: Collection[str] | None = None) -> None:
+    """Claim every due job and run it to its end, one after another, until none is due;
+    `kinds`: only jobs of these kinds (the others are given back)."""
+    handlers = registered_handlers()
+    while jobs := claim(engine):
+        others = [job for job in jobs if kinds is not None and job.kind not in kinds]
+        if others:
+            with transaction(engine) as conn:
+                queue.release_all(conn, [job.lease for job in others])
+            if len(others) == len(jobs):
+                return
+        for job in jobs:
+            if job in others:
+                continue
+            payload = prepare(engine, job, artifacts)
+            result = handlers[job.kind](payload, lambda _progress: None)
+            assert settle(engine, job, result)
 
 
 def run_build(

@@ -24,9 +24,15 @@ def _noop(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def registered_handlers() -> dict[str, Handler]:
     """The built-in handlers, then those of the plugin modules (`ipc.plugins`)."""
     from child.capture import shard
+    from child.report import publish
     from child.storybook import plan
 
-    handlers: dict[str, Handler] = {"capture": shard.run, "plan": plan.run, "noop": _noop}
+    handlers: dict[str, Handler] = {
+        "capture": shard.run,
+        "plan": plan.run,
+        "publish": publish.run,
+        "noop": _noop,
+    }
     for module in plugin_modules():
         handlers.update(module.child_handlers())
     return handlers

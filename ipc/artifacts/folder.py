@@ -80,9 +80,41 @@ class FolderStore:
         for key, path in files:
             self.put_file(key, path)
 
-    def put_bytes(self, key: str, data: bytes) -> None:
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
         with self.writer(key) as out:
             out.write(data)
+
+    def copy_files(self, pairs: Collection[tuple[str, str]]) -> set[str]:
+        missing = set()
+        for source, target in pairs:
+            try:
+                self._link(self.path(source), self.path(target))
+            except FileNotFoundError:
+                if not self.path(source).is_file():
+                    missing.add(source)
+                    continue
+                raise
+        return missing
+
+    def _link(self, source: Path, target: Path) -> None:
+        """`target` made the same file as `source`: a hard link, renamed into place so that a
+        reader never sees half of it; a copy where links cannot be made (another file system)."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.parent / f".upload-{os.urandom(8).hex()}"
+        try:
+            os.link(source, temporary)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            key = target.relative_to(self.root).as_posix()
+            with self.writer(key) as out, source.open("rb") as read:
+                shutil.copyfileobj(read, out, 1 << 20)
+            return
+        try:
+            os.replace(temporary, target)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
 
     @contextmanager
     def writer(self, key: str) -> Iterator[BinaryIO]:

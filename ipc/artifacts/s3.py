@@ -14,6 +14,7 @@ it, never inherited across a fork (its connection pool would be shared with the 
 
 from __future__ import annotations
 
+import mimetypes
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator
@@ -132,8 +133,28 @@ class S3Store:
     def put_files(self, files: Collection[tuple[str, Path]]) -> None:
         self._concurrently(lambda pair: self.put_file(*pair), files)
 
-    def put_bytes(self, key: str, data: bytes) -> None:
-        self._put(key, data)
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        self._put(key, data, content_type)
+
+    def copy_files(self, pairs: Collection[tuple[str, str]]) -> set[str]:
+        found = self._concurrently(self._copy, pairs)
+        return {source for (source, _), there in zip(pairs, found, strict=True) if not there}
+
+    def _copy(self, pair: tuple[str, str]) -> bool:
+        """Copy on the bucket's side (the bytes never cross the network, and the content type
+        goes with them); False when the source is not there."""
+        source, target = pair
+        origin = {"Bucket": self.bucket, "Key": self._key(source)}
+        try:
+            self._call(
+                source,
+                lambda s3: s3.copy_object(
+                    Bucket=self.bucket, Key=self._key(target), CopySource=origin
+                ),
+            )
+        except ArtifactMissing:
+            return False
+        return True
 
     @contextmanager
     def writer(self, key: str) -> Iterator[BinaryIO]:
@@ -204,8 +225,17 @@ class S3Store:
                 f"{first.get('Key')}: {first.get('Message') or first.get('Code')}"
             )
 
-    def _put(self, key: str, body: bytes | BinaryIO) -> None:
-        self._call(key, lambda s3: s3.put_object(Bucket=self.bucket, Key=self._key(key), Body=body))
+    def _put(self, key: str, body: bytes | BinaryIO, content_type: str | None = None) -> None:
+        """One PUT, typed by `content_type` or else by the key's extension, so that a bucket
+        served over HTTP shows a report's page and images in the browser rather than offering
+        them as downloads."""
+        kind = content_type or mimetypes.guess_type(key)[0] or "application/octet-stream"
+        self._call(
+            key,
+            lambda s3: s3.put_object(
+                Bucket=self.bucket, Key=self._key(key), Body=body, ContentType=kind
+            ),
+        )
 
     def _concurrently(self, work: Callable[[Any], Result], items: Collection[Any]) -> list[Result]:
         if len(items) < 2:

@@ -86,7 +86,16 @@ class ArtifactStore(Protocol):
         """`put_file` for each pair (concurrently where the store is remote)."""
         ...
 
-    def put_bytes(self, key: str, data: bytes) -> None: ...
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        """Store `data` as `key`; `content_type` says what a bucket serves it as when its name
+        does not (a report's pointer page has no extension)."""
+        ...
+
+    def copy_files(self, pairs: Collection[tuple[str, str]]) -> set[str]:
+        """Copy each `(source, target)` key within the store, without the bytes leaving it
+        where the store can (a bucket copies on its side; a folder links); returns the sources
+        that are not there, whose targets are left unwritten."""
+        ...
 
     def writer(self, key: str) -> AbstractContextManager[BinaryIO]:
         """A file to write `key` into, stored when the block ends without an exception."""

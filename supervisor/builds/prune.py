@@ -46,11 +46,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
-from ipc.artifacts.keys import DIFFS_PREFIX, IMAGES_PREFIX
+from ipc.artifacts.keys import DIFFS_PREFIX, IMAGES_PREFIX, REPORTS_PREFIX
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoredObject
+from ipc.publish import report_folder
 from ipc.storybook import MANIFEST_VERSION, STORYBOOKS_PREFIX, file_key
 from supervisor.builds.reduce import OPEN_BUILD_STATES
-from supervisor.builds.report.paths import REPORTS_FOLDER, report_path
 from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.db.tables import (
@@ -61,6 +61,7 @@ from supervisor.db.tables import (
     capture_attempts,
     capture_shards,
     jobs,
+    projects,
     snapshots,
 )
 
@@ -151,8 +152,8 @@ class BuildPlan:
     waves: tuple[tuple[int, ...], ...]
     #: Builds past the cutoff that stay, by why.
     kept: Mapping[int, KeptBecause]
-    #: Each doomed build's report key as its row records it (None: never written).
-    reports: Mapping[int, str | None]
+    #: Each doomed build's report folder (`ipc.publish.report_folder`).
+    reports: Mapping[int, str]
 
     @property
     def doomed(self) -> frozenset[int]:
@@ -282,11 +283,10 @@ def prune_builds(
         log.info("builds kept", **reasons)
     if not plan.waves:
         return BuildsPruned(frozenset(), 0, 0, 0)
-    report_sizes = _stored_reports(store, plan)
     gone: set[int] = set()
     jobs_deleted = files = size = 0
     for batch in _batches(plan.waves):
-        keys = _build_files(store, batch, plan.reports, report_sizes)
+        keys = _build_files(store, batch, plan.reports)
         if dry_run:
             with transaction(engine) as conn:
                 jobs_deleted += _jobs_left(conn, batch, cutoff)
@@ -344,10 +344,14 @@ def _ended_before(cutoff: datetime) -> ColumnElement[bool]:
     )
 
 
-def _past_cutoff(conn: Connection, cutoff: datetime) -> dict[int, str | None]:
-    """The builds that ended before `cutoff` with no open job, and their recorded report."""
-    rows = conn.execute(select(builds.c.id, builds.c.report_path).where(_ended_before(cutoff)))
-    return {row.id: row.report_path for row in rows}
+def _past_cutoff(conn: Connection, cutoff: datetime) -> dict[int, str]:
+    """The builds that ended before `cutoff` with no open job, and their report folders."""
+    rows = conn.execute(
+        select(builds.c.id, projects.c.name)
+        .join(projects, projects.c.id == builds.c.project_id)
+        .where(_ended_before(cutoff))
+    )
+    return {row.id: report_folder(row.name, row.id) for row in rows}
 
 
 def _baseline_builds(conn: Connection) -> set[int]:
@@ -422,30 +426,19 @@ def _batches(waves: Sequence[Sequence[int]]) -> Iterator[list[int]]:
             yield list(wave[start : start + BUILDS_PER_BATCH])
 
 
-def _stored_reports(store: ArtifactStore, plan: BuildPlan) -> dict[str, int]:
-    """The doomed builds' reports that are stored, with their sizes (one listing of the
-    reports: a store cannot list a single key)."""
-    wanted = {report_path(build) for build in plan.doomed}
-    wanted.update(key for key in plan.reports.values() if key)
-    return {
-        item.key: item.size for item in store.listing(f"{REPORTS_FOLDER}/") if item.key in wanted
-    }
-
-
 def _build_files(
-    store: ArtifactStore,
-    batch: Sequence[int],
-    recorded: Mapping[int, str | None],
-    report_sizes: Mapping[str, int],
+    store: ArtifactStore, batch: Sequence[int], folders: Mapping[int, str]
 ) -> dict[str, int]:
     """The stored files of `batch`'s builds, with their sizes: every diff under
-    `diffs/<id>/`, and the report (by its usual key and the one its row records)."""
+    `diffs/<id>/`, every file of the report's folder, and the single page reports had before
+    they were published as folders (`reports/build-<id>.html`, counted without its size: a
+    store says when a key was written, not how big it is, without listing its whole folder)."""
     found: dict[str, int] = {}
     for build in batch:
-        found.update((item.key, item.size) for item in store.listing(f"{DIFFS_PREFIX}/{build}/"))
-        for key in (report_path(build), recorded.get(build)):
-            if key and key in report_sizes:
-                found[key] = report_sizes[key]
+        for prefix in (f"{DIFFS_PREFIX}/{build}/", f"{folders[build]}/"):
+            found.update((item.key, item.size) for item in store.listing(prefix))
+    legacy = [f"{REPORTS_PREFIX}/build-{build}.html" for build in batch]
+    found.update(dict.fromkeys(store.written(legacy), 0))
     return found
 
 

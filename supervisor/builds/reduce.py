@@ -3,9 +3,8 @@
 Every way a shard ends (its results recorded, its job failed or crashed, its job cancelled) calls
 `reduce_build` in the same transaction, so the build ends exactly when its last open shard does,
 whichever path that shard took. The HTML report is a view of what this commits, so it is not
-written here: the caller writes it once the transaction has committed
-(`supervisor.builds.report.publish_report`), and a report that cannot be written never undoes
-or blocks the build's end.
+written here: the build's end queues its `publish` job (`supervisor.builds.ended`), and a
+report that cannot be written never undoes or blocks the build's end.
 """
 
 from __future__ import annotations
@@ -17,14 +16,15 @@ import structlog
 from sqlalchemy import Connection, RowMapping, func, select, update
 
 from supervisor.builds import baselines
+from supervisor.builds.ended import build_ended
 from supervisor.db.tables import builds, capture_attempts, capture_shards, projects, snapshots
 
 log = structlog.get_logger(__name__)
 
 #: What `reduce_build` did.
 ReduceOutcome = Literal[
-    # The build ended: verdict, counts, attempt (and, if it was accepted, baselines) written; its
-    # report is the caller's to write after the commit.
+    # The build ended: verdict, counts, attempt (and, if it was accepted, baselines) written, and
+    # its report's `publish` job queued.
     "finalized",
     # Another shard is still queued or running; the last of them ends the build.
     "open",
@@ -142,6 +142,7 @@ def _finish(
     conn.execute(update(builds).where(builds.c.id == build["id"]).values(**values))
     if accepted:
         baselines.accept(conn, project_id, build["id"])
+    build_ended(conn, build["id"])
 
 
 def _baseline_branch(conn: Connection, project_id: int) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipc.plugins import plugin_modules
-from supervisor.builds import capture, plan
+from supervisor.builds import capture, plan, publish
 from supervisor.builds.kinds import Kind
 
 
@@ -22,6 +22,7 @@ def registered_kinds() -> dict[str, Kind]:
     kinds = {
         "capture": capture.KIND,
         "plan": plan.KIND,
+        "publish": publish.KIND,
         # Does nothing in a child: measures the host's own overhead, and checks a host end to end.
         "noop": Kind("noop", accepts=_is_mapping),
     }

@@ -27,12 +27,13 @@ from sqlalchemy import Connection, insert
 
 from ipc.artifacts.keys import image_key
 from ipc.artifacts.store import ArtifactStore
+from ipc.build_view import BuildSource
 from ipc.framing import MAX_FRAME_BYTES
 from supervisor.builds import baselines
 from supervisor.builds.files import Report, UploadError, sha256_of, shown, store_missing
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
-from supervisor.db.tables import BuildSource, builds, capture_attempts, capture_shards
+from supervisor.db.tables import builds, capture_attempts, capture_shards
 
 log = structlog.get_logger(__name__)
 

@@ -7,138 +7,18 @@ One reading of a build and its snapshots (`load_build`) serves the command's tab
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Select, case, select
+from sqlalchemy import Connection, Select, case, select
 
-from ipc.artifacts.store import ArtifactStore
-from ipc.capture import SETTING_FIELDS
-from supervisor.db.tables import BuildSource, build_baselines, builds, projects, snapshots
-
-
-@dataclass(frozen=True)
-class SnapshotView:
-    """One snapshot's result, with its baseline's image and build for side-by-side views."""
-
-    id: int
-    name: str
-    status: str
-    #: None for a story that failed before giving an image.
-    image_path: str | None
-    image_sha256: str | None
-    width: int | None
-    height: int | None
-    baseline_id: int | None
-    baseline_image: str | None
-    #: The accepted build the baseline came from (fixed when this snapshot's build was created).
-    baseline_build_id: int | None
-    #: The diff settings it was judged with; all None for a failed snapshot.
-    metric: str | None
-    threshold: float | None
-    flat_threshold: float | None
-    count_aa: bool | None
-    diff_pixels: int | None
-    diff_ratio: float | None
-    diff_path: str | None
-    #: Around the pixels that counted: left, top, width, height (of the union of both images).
-    diff_box: tuple[int, int, int, int] | None
-    error: str | None
-    #: A Storybook snapshot's story (all None for an uploaded image).
-    story_id: str | None = None
-    title: str | None = None
-    story: str | None = None
-    mode: str | None = None
-    #: False when the story never gave two equal shots in a row.
-    settled: bool | None = None
-
-    @property
-    def label(self) -> str:
-        """How people know the snapshot: the story's title and name ("Example/Button: Primary
-        [320]"), or the uploaded image's name."""
-        if self.title is None or self.story is None:
-            return self.name
-        return f"{self.title}: {self.story}" + (f" [{self.mode}]" if self.mode else "")
-
-    @property
-    def settings(self) -> dict[str, Any] | None:
-        """The diff settings it was judged with; None for a failed snapshot."""
-        if self.metric is None:
-            return None
-        return {key: getattr(self, key) for key in SETTING_FIELDS}
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status,
-            "story_id": self.story_id,
-            "title": self.title,
-            "story": self.story,
-            "mode": self.mode,
-            "settled": self.settled,
-            "image_path": self.image_path,
-            "image_sha256": self.image_sha256,
-            "diff_pixels": self.diff_pixels,
-            "diff_ratio": self.diff_ratio,
-            "diff_path": self.diff_path,
-            "diff_box": list(self.diff_box) if self.diff_box else None,
-            "settings": self.settings,
-            "baseline_id": self.baseline_id,
-            "baseline_build_id": self.baseline_build_id,
-            "error": self.error,
-        }
-
-
-@dataclass(frozen=True)
-class BuildView:
-    """A build's state and counts, and its snapshots in name order."""
-
-    id: int
-    project: str
-    branch: str
-    commit: str | None
-    status: str
-    counts: dict[str, int]
-    created_at: datetime
-    finished_at: datetime | None
-    report_path: str | None
-    error: str | None
-    snapshots: tuple[SnapshotView, ...]
-    source: BuildSource = "images"
-    #: A Storybook build's plan once it has run: the stories it left out, and why.
-    skipped: tuple[dict[str, str], ...] = ()
-    #: Names its baselines had that it has not (a story deleted or renamed), once it ended.
-    removed: tuple[str, ...] = ()
-
-    @property
-    def ended(self) -> bool:
-        """Whether the build has its verdict (and so a report to show)."""
-        return self.status not in ("pending", "capturing")
-
-    @property
-    def baseline_builds(self) -> tuple[int, ...]:
-        """The builds its snapshots' baselines came from, oldest first."""
-        found = {s.baseline_build_id for s in self.snapshots if s.baseline_build_id is not None}
-        return tuple(sorted(found))
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "project": self.project,
-            "branch": self.branch,
-            "commit": self.commit,
-            "status": self.status,
-            "source": self.source,
-            "counts": dict(self.counts),
-            "created_at": self.created_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-            "report_path": self.report_path,
-            "error": self.error,
-            "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
-            "skipped": [dict(story) for story in self.skipped],
-            "removed": list(self.removed),
-        }
+from ipc.build_view import (
+    REPORT_ORDER,
+    SNAPSHOT_FIELDS,
+    BuildView,
+    SnapshotView,
+    snapshot_from_values,
+)
+from supervisor.db.tables import build_baselines, builds, projects, snapshots
 
 
 def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) -> BuildView | None:
@@ -165,7 +45,7 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
         counts={status: m[status] for status in ("new", "unchanged", "changed", "failed")},
         created_at=m["created_at"],
         finished_at=m["finished_at"],
-        report_path=m["report_path"],
+        report_url=m["report_url"],
         error=m["error"],
         snapshots=_load_snapshots(conn, build_id) if with_snapshots else (),
         source=m["source"],
@@ -187,15 +67,13 @@ def _removed(conn: Connection, build_id: int, plan: dict[str, Any]) -> tuple[str
     return tuple(name for name in names if name.split(" [", 1)[0] not in skipped)
 
 
-#: A report's groups, in the order it shows them: what needs a look first.
-REPORT_ORDER = ("changed", "failed", "new", "unchanged")
 #: Snapshot rows read at a time when they are streamed.
 STREAM_ROWS = 500
 
 
 def _load_snapshots(conn: Connection, build_id: int) -> tuple[SnapshotView, ...]:
     rows = conn.execute(_snapshots_query(build_id).order_by(snapshots.c.name))
-    return tuple(_snapshot_view(row) for row in rows)
+    return tuple(snapshot_from_values(row) for row in rows)
 
 
 def report_snapshots(conn: Connection, build_id: int) -> Iterator[SnapshotView]:
@@ -208,7 +86,7 @@ def report_snapshots(conn: Connection, build_id: int) -> Iterator[SnapshotView]:
     query = _snapshots_query(build_id).order_by(order, snapshots.c.name)
     rows = conn.execution_options(yield_per=STREAM_ROWS).execute(query)
     for row in rows:
-        yield _snapshot_view(row)
+        yield snapshot_from_values(row)
 
 
 def baseline_builds(conn: Connection, build_id: int) -> tuple[int, ...]:
@@ -230,7 +108,8 @@ def _snapshots_query(build_id: int) -> Select[Any]:
     baseline = snapshots.alias("baseline")
     joined = {"baseline_image": baseline.c.image_path, "baseline_build_id": baseline.c.build_id}
     columns = [
-        joined[name].label(name) if name in joined else snapshots.c[name] for name in _FIELDS
+        joined[name].label(name) if name in joined else snapshots.c[name]
+        for name in SNAPSHOT_FIELDS
     ]
     return (
         select(*columns)
@@ -239,23 +118,9 @@ def _snapshots_query(build_id: int) -> Select[Any]:
     )
 
 
-_FIELDS = [field.name for field in fields(SnapshotView)]
-#: Where `diff_box` sits among them (a JSON list in the row, a tuple in the view).
-_BOX = _FIELDS.index("diff_box")
-
-
-def _snapshot_view(row: Row[Any]) -> SnapshotView:
-    """One row of `_snapshots_query`: its columns are the view's fields, in order, so that a
-    build of thousands of snapshots is read without a lookup by name per field."""
-    values = list(row)
-    box = values[_BOX]
-    values[_BOX] = tuple(box) if box else None
-    return SnapshotView(*values)
-
-
-def format_build(view: BuildView, store: ArtifactStore) -> str:
-    """The build as an aligned, readable table, with where its report is and where its
-    baselines came from."""
+def format_build(view: BuildView, publishing: str | None = None) -> str:
+    """The build as an aligned, readable table, with where its report is (or `publishing`:
+    why it is not there yet) and where its baselines came from."""
     counts = "  ".join(f"{status} {count}" for status, count in view.counts.items())
     sources = ", ".join(str(build_id) for build_id in view.baseline_builds)
     lines = [
@@ -266,7 +131,7 @@ def format_build(view: BuildView, store: ArtifactStore) -> str:
         f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
         f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
         f"baselines {'from build ' + sources if sources else '-'}",
-        f"report    {_report_line(view, store)}",
+        f"report    {_report_line(view, publishing)}",
     ]
     if view.skipped:
         lines.append(f"skipped   {len(view.skipped)} stories opted out")
@@ -285,10 +150,10 @@ def format_build(view: BuildView, store: ArtifactStore) -> str:
     return "\n".join(lines)
 
 
-def _report_line(view: BuildView, store: ArtifactStore) -> str:
-    if view.report_path:
-        return store.where(view.report_path)
-    return "not written: see the log for why" if view.ended else "-"
+def _report_line(view: BuildView, publishing: str | None) -> str:
+    if view.report_url:
+        return view.report_url
+    return (publishing or "not published") if view.ended else "-"
 
 
 def _table(rows: tuple[SnapshotView, ...], *, stories: bool) -> list[str]:

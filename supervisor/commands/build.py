@@ -1,8 +1,8 @@
 """`python -m supervisor build ID`: a build's state and every snapshot's result.
 
 Its exit status is the build's verdict, so one CI step can gate on it (`BuildExit`); with
-`--wait` it first waits for the build to end. A build that ended without its report (it could
-not be written then, or was removed) gets it written here, so the command can say where it is.
+`--wait` it first waits for the build to end and for its report to be published (a host's
+`publish` job), so that the command can say where the report opens.
 """
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import IntEnum
 
 from sqlalchemy import Engine
 
-from supervisor.builds.report import with_report
-from supervisor.builds.view import BuildView, format_build, load_build
+from ipc.build_view import BuildView
+from supervisor.builds.publish import PUBLISHING, mend, publish_state
+from supervisor.builds.view import format_build, load_build
 from supervisor.commands.options import ID_MAX, number, open_database, whole
 from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, transaction
 
@@ -83,9 +85,7 @@ def execute(args: argparse.Namespace) -> int:
         print(f"supervisor build: {error}", file=sys.stderr)
         return BuildExit.ERROR
     try:
-        view = _read(engine, args) if not args.wait else _wait(engine, args)
-        if view is not None:
-            view = with_report(engine, view, args.artifacts)
+        view, publishing = _read(engine, args) if not args.wait else _wait(engine, args)
     except DatabaseProblem as error:
         print(f"supervisor build: {error}", file=sys.stderr)
         return BuildExit.ERROR
@@ -97,7 +97,7 @@ def execute(args: argparse.Namespace) -> int:
     if view is None:
         print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
         return BuildExit.ERROR
-    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, args.artifacts))
+    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, publishing))
     if args.wait and not view.ended:
         print(
             f"supervisor build: build {view.id} is still {view.status} after {args.timeout:g} s",
@@ -106,9 +106,33 @@ def execute(args: argparse.Namespace) -> int:
     return VERDICTS[view.status]
 
 
-def _read(engine: Engine, args: argparse.Namespace) -> BuildView | None:
+#: A build as read, with why its report is not there yet (`publish_state`) if it has ended
+#: without one.
+Reading = tuple[BuildView | None, str | None]
+
+
+def _read(engine: Engine, args: argparse.Namespace, *, mending: bool = True) -> Reading:
+    """The build, and for an ended one whose report is not stored, why; `mending`: its
+    publish job is queued again if none is on the way (`supervisor.builds.publish.mend`),
+    which `--wait` does once, so that a report that cannot be published is not tried forever.
+    """
     with transaction(engine) as conn:
-        return load_build(conn, args.build_id)
+        view = load_build(conn, args.build_id)
+        if view is None or not view.ended:
+            return view, None
+        if view.report_url and not mending:
+            return view, None
+        publishing = mend(conn, view, args.artifacts) if mending else publish_state(conn, view.id)
+    return (view if publishing is None else replace(view, report_url=None)), publishing
+
+
+def _settled(reading: Reading) -> bool:
+    """Whether there is nothing more to wait for: no such build, or an ended one whose report
+    is published or will not be."""
+    view, publishing = reading
+    if view is None:
+        return True
+    return view.ended and not (publishing and publishing.startswith(PUBLISHING))
 
 
 def _wait(
@@ -116,25 +140,28 @@ def _wait(
     args: argparse.Namespace,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> BuildView | None:
-    """The build once it has ended, or as it stands when `--timeout` runs out; None when
-    there is no such build. A database that goes away meanwhile is waited for too (said once),
-    since the hosts doing the work wait for it as well."""
+) -> Reading:
+    """The build once it has ended and its report is published (or failed to be), or as it
+    stands when `--timeout` runs out; None when there is no such build. A database that goes
+    away meanwhile is waited for too (said once), since the hosts doing the work wait for it
+    as well."""
     deadline = None if args.timeout is None else clock() + args.timeout
-    said_unavailable = False
+    said_unavailable = mended = False
+    reading: Reading | None
     while True:
         try:
-            view = _read(engine, args)
+            reading = _read(engine, args, mending=not mended)
         except DatabaseUnavailable as error:
             if not said_unavailable:
                 print(f"supervisor build: waiting for the database: {error}", file=sys.stderr)
                 said_unavailable = True
-            view = None
+            reading = None
         else:
-            if view is None or view.ended:
-                return view
+            if _settled(reading):
+                return reading
+            mended = mended or (reading[0] is not None and reading[0].ended)
         if deadline is not None and clock() >= deadline:
-            return view if view is not None else _read(engine, args)
+            return reading if reading is not None else _read(engine, args, mending=False)
         sleep(
             WAIT_POLL_SECONDS
             if deadline is None

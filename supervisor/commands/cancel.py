@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from supervisor.builds.cancel import cancel_build
-from supervisor.builds.report import publish_report
 from supervisor.commands.options import ID_MAX, open_database, whole
 from supervisor.db.connection import transaction
 
@@ -22,8 +21,6 @@ def execute(args: argparse.Namespace) -> int:
     try:
         with transaction(engine) as conn:
             outcome = cancel_build(conn, args.build_id)
-        if outcome.build_status == "cancelled":  # it ended: its report is made after the commit
-            publish_report(engine, args.build_id, args.artifacts)
     except LookupError as error:
         print(f"supervisor cancel: {error}", file=sys.stderr)
         return 1

@@ -82,8 +82,8 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
         view = load_build(conn, build_id)
     engine.dispose()
     assert view is not None
-    print(format_build(view, args.artifacts), end="\n\n")
-    return view.report_path
+    print(format_build(view), end="\n\n")
+    return view.report_url
 
 
 def chosen_upload() -> Upload:
@@ -110,5 +110,5 @@ def execute(args: argparse.Namespace) -> int:
         run_host(args)
         report = show(args, queued.build_id)
     if report:
-        print(f"open the report: {args.artifacts.where(report)}")
+        print(f"open the report: {report}")
     return 0

@@ -33,6 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
+from ipc.build_view import BuildSource
 from ipc.diff_settings import (
     DEFAULT_BUDGET_PIXELS,
     DEFAULT_COUNT_AA,
@@ -81,8 +82,6 @@ JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 ShardStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 BuildStatus = Literal["pending", "capturing", "passed", "changed", "failed", "cancelled"]
 SnapshotStatus = Literal["new", "unchanged", "changed", "failed"]
-#: Where a build's snapshots come from: screenshots uploaded, or a Storybook the host renders.
-BuildSource = Literal["images", "storybook"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
 SHARD_STATES: tuple[ShardStatus, ...] = get_args(ShardStatus)
 BUILD_STATES: tuple[BuildStatus, ...] = get_args(BuildStatus)
@@ -130,8 +129,9 @@ builds = Table(
     Column("failed", Integer, nullable=False, server_default="0"),
     # Set when a build on the baseline branch ends: its snapshots become baselines.
     Column("accepted_at", UtcDateTime),
-    # Where its report was last written, relative to the artifacts; None until it is.
-    Column("report_path", Text),
+    # Where its published report opens (`store.where` of its `index.html`); None until the
+    # build's `publish` job has written it.
+    Column("report_url", Text),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
     Column("finished_at", UtcDateTime),
     Column("error", Text),

@@ -22,10 +22,8 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
-from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.kinds import Kind
 from supervisor.builds.reduce import ReduceOutcome
-from supervisor.builds.report import publish_report
 from supervisor.db import queue
 from supervisor.db.connection import connection_lost, transaction
 from supervisor.db.queue import Job
@@ -43,7 +41,6 @@ class LeaseKeeper:
     def __init__(
         self,
         settings: HostSettings,
-        store: ArtifactStore,
         kinds: dict[str, Kind],
         inflight: InFlight,
         log: BoundLogger,
@@ -52,7 +49,6 @@ class LeaseKeeper:
         self.stall_seconds = settings.stall_seconds
         #: The shortest time between two writes of one job's lease, and between expiry checks.
         self.renew_every = settings.lease_seconds / 4
-        self.store = store
         self.kinds = kinds
         self.inflight = inflight
         self.log = log
@@ -111,19 +107,15 @@ class LeaseKeeper:
 
     def expire(self, engine: Engine, now: float) -> None:
         """End jobs whose lease ran out on their last attempt (or after a cancel), on any host,
-        then make the reports of the builds that ended with them."""
+        and close what they belonged to."""
         if not self.expiry_turn(now):
             return
-        ended_builds: set[int] = set()
         with transaction(engine) as conn:
             for job in queue.expire_leases(conn):
                 self.log.warning(
                     "expired lease ended a job", job_id=job.id, status=job.status, error=job.error
                 )
-                if self._close(conn, job) == "finalized" and job.build_id is not None:
-                    ended_builds.add(job.build_id)
-        for build_id in sorted(ended_builds):
-            publish_report(engine, build_id, self.store)
+                self._close(conn, job)
 
     def _close(self, conn: Connection, job: Job) -> ReduceOutcome:
         """The kind's bookkeeping for a job its expired lease ended, in a savepoint: a hook that

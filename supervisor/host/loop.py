@@ -126,12 +126,12 @@ class Host:
         self.signals = Signals()
         self.inflight = InFlight()
         self.ahead = ClaimAhead()
-        # Quick: the loop writes reports, and must not wait long on a bucket that does not
-        # answer (a report that cannot be written now is written by `build ID` later).
+        # Quick: the loop only checks the store, and must not wait long on a bucket that does
+        # not answer; children do the writing (and the waiting).
         self.store = open_store(settings.artifacts, quick=True)
         #: Where this host's children write unfinished files (`supervisor.host.scratch`).
         self.scratch = scratch.roots(self.store, settings.cache_dir.absolute())
-        self.lease = LeaseKeeper(self.settings, self.store, self.kinds, self.inflight, self.log)
+        self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log)
         self.timers = Timers()
         self.spawning = SpawnBackoff(
             settings.restart_limit, settings.restart_window_seconds, self.rand

@@ -21,7 +21,6 @@ from ipc.artifacts.store import ArtifactStore
 from ipc.messages import Cancelled, Done, Failed
 from supervisor.builds.crash_failure import fail_crashed_capture
 from supervisor.builds.kinds import Kind
-from supervisor.builds.report import publish_report
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connection_lost, transaction
 from supervisor.db.queue import Job
@@ -68,8 +67,6 @@ class Settler:
         #: When the oldest of `completions` finished (monotonic), while there are any.
         self.completions_since: float | None = None
         self._pending_at = 0.0
-        #: Builds that settlements ended: their reports are written once the ending commits.
-        self.ended_builds: set[int] = set()
 
     # -- starting ---------------------------------------------------------------------------
 
@@ -105,7 +102,6 @@ class Settler:
                 )
             self.completions, self.completions_since = completions, since
             raise
-        self._publish_reports()
         for running, outcome in outcomes:
             self._report(running, outcome)
         return [running for running in started if running is not None]
@@ -233,7 +229,6 @@ class Settler:
             except DatabaseUnavailable:
                 self.pending = waiting[index:] + self.pending
                 raise
-            self._publish_reports()
             self._report(running, outcome)
 
     def _settle(self, running: Running, settle: Callable[[], JobOutcome]) -> None:
@@ -243,7 +238,6 @@ class Settler:
             running.log.warning("cannot settle job yet; database unavailable", error=str(error))
             self.pending.append((running, settle))
             return
-        self._publish_reports()
         self._report(running, outcome)
 
     def _attempt(self, running: Running, settle: Callable[[], JobOutcome]) -> JobOutcome:
@@ -307,7 +301,7 @@ class Settler:
             with conn.begin_nested():
                 if not queue.ack(conn, job.lease):
                     return "lost"
-                self._ended(job, kind.record(conn, job, result))
+                kind.record(conn, job, result)
         except Exception as error:
             if isinstance(error, DBAPIError) and connection_lost(error):
                 raise
@@ -346,7 +340,6 @@ class Settler:
                 closed = fail_crashed_capture(conn, job, running.kind, causes)
                 if closed == "lost":
                     return "lost"
-                self._ended(job, closed)
                 running.log.error("job kept crashing its worker; failed it", build=closed)
                 return "failed"
             if not queue.retry(
@@ -371,7 +364,7 @@ class Settler:
         failure is still recorded (and the error logged) instead of rolled back with it."""
         try:
             with conn.begin_nested():
-                self._ended(job, kind.on_failed(conn, job, error))
+                kind.on_failed(conn, job, error)
         except Exception as hook_error:
             if isinstance(hook_error, DBAPIError) and connection_lost(hook_error):
                 raise
@@ -381,28 +374,13 @@ class Settler:
         with transaction(self.engine) as conn:
             if not queue.cancel(conn, running.job.lease):
                 return "lost"
-            closed = running.kind.on_cancelled(conn, running.job)
-            self._ended(running.job, closed)
+            running.kind.on_cancelled(conn, running.job)
         return "cancelled"
 
     def _release(self, running: Running, delay_seconds: float) -> JobOutcome:
         with transaction(self.engine) as conn:
             released = queue.release(conn, running.job.lease, delay_seconds)
         return "released" if released else "lost"
-
-    def _ended(self, job: Job, closed: str) -> None:
-        """Note the job's build when `closed` (a `ReduceOutcome` or `CrashFailureOutcome`) says
-        the settlement ended it."""
-        if closed in ("finalized", "failed") and job.build_id is not None:
-            self.ended_builds.add(job.build_id)
-
-    def _publish_reports(self) -> None:
-        """Write the reports of the builds committed settlements ended. A report is a view: one
-        that cannot be written is logged and left for `build ID`, never fails a job. A build
-        noted by a transaction that then rolled back has not ended, and is skipped."""
-        ended, self.ended_builds = self.ended_builds, set()
-        for build_id in sorted(ended):
-            publish_report(self.engine, build_id, self.store)
 
     def _backoff(self, job: Job) -> float:
         return queue.backoff_seconds(

@@ -19,9 +19,9 @@ import pytest
 import pyvips
 from playwright.sync_api import ConsoleMessage, Page, Request
 from sqlalchemy import Engine
+from supervisor.builds.report.crop import crop_of
 
 from child.browser.launch import ChildBrowser
-from supervisor.builds.report.crop import crop_of
 from supervisor.builds.view import BuildView, load_build
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade

@@ -37,7 +37,7 @@ MOVED = ((12, 8, 20, 10),)
 
 def settle_now(engine: Engine, job: queue.Job, artifacts: Path) -> None:
     payload = prepare(engine, job, artifacts)
-    assert settle(engine, job, capture.run(payload, lambda _: None), artifacts)
+    assert settle(engine, job, capture.run(payload, lambda _: None))
 
 
 def compared_with(engine: Engine, build_id: int) -> dict[str, tuple[str, int | None]]:

@@ -27,7 +27,7 @@ BUILD_KEYS = {
     "counts",
     "created_at",
     "finished_at",
-    "report_path",
+    "report_url",
     "error",
     "snapshots",
     "source",
@@ -94,7 +94,9 @@ def test_json_has_exactly_the_documented_keys(
         "failed",
     )
     assert printed["counts"] == {"new": 1, "unchanged": 1, "changed": 1, "failed": 1}
-    assert printed["report_path"] == f"reports/build-{finished}.html"
+    assert printed["report_url"] == str(
+        tmp_path / "artifacts" / f"reports/web/{finished}/index.html"
+    )
     assert printed["error"] == "1 snapshot failed"
     by_name = {s["name"]: s for s in printed["snapshots"]}
     assert [s["status"] for s in printed["snapshots"]] == ["unchanged", "changed", "new", "failed"]
@@ -113,7 +115,7 @@ def test_the_table_is_aligned_and_names_the_report(
     assert f"build {finished}  web @ feature" in out
     assert "status    failed: 1 snapshot failed" in out
     assert "baselines from build 1\n" in out
-    assert f"report    {tmp_path / 'artifacts' / 'reports' / f'build-{finished}.html'}" in out
+    assert f"report    {tmp_path / 'artifacts' / f'reports/web/{finished}/index.html'}" in out
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("NAME"))
     table = lines[lines.index(header) :]

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import structlog
 from sqlalchemy import Engine, update
 
-from ipc.artifacts.folder import FolderStore
 from supervisor.builds.kinds import Kind
 from supervisor.db import queue
 from supervisor.db.connection import transaction
@@ -37,9 +35,7 @@ def test_held_jobs_are_renewed_together_once_due(engine: Engine, child: Child) -
         enqueue(engine, "noop")
     inflight = InFlight()
     settings = HostSettings(lease_seconds=10.0, host_id="h")
-    lease = LeaseKeeper(
-        settings, FolderStore(Path(settings.artifacts)), {}, inflight, structlog.get_logger()
-    )
+    lease = LeaseKeeper(settings, {}, inflight, structlog.get_logger())
     held = hold_claimed(engine, inflight, child, 3)
     before = {r.job.id: job(engine, r.job.id)["lease_expires_at"] for r in held}
     lease.renew_held(engine, now=1.0)  # not due: a quarter lease is 2.5 s
@@ -56,9 +52,7 @@ def test_a_held_job_another_host_took_is_marked_lost(engine: Engine, child: Chil
     enqueue(engine, "noop")
     inflight = InFlight()
     settings = HostSettings(lease_seconds=10.0, host_id="h")
-    lease = LeaseKeeper(
-        settings, FolderStore(Path(settings.artifacts)), {}, inflight, structlog.get_logger()
-    )
+    lease = LeaseKeeper(settings, {}, inflight, structlog.get_logger())
     (running,) = hold_claimed(engine, inflight, child, 1)
     with transaction(engine) as conn:
         conn.execute(update(jobs).where(jobs.c.id == running.job.id).values(locked_by="other"))

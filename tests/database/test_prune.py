@@ -22,10 +22,10 @@ from sqlalchemy import Engine, func, select, update
 
 from child.capture import shard as capture
 from ipc.artifacts.folder import FolderStore
+from ipc.publish import report_index
 from supervisor.builds import prune as prune_module
 from supervisor.builds import uploads
 from supervisor.builds.prune import Pruned, Retention, database_now, prune
-from supervisor.builds.report.paths import report_path
 from supervisor.builds.storybooks import enqueue_storybook, store_files
 from supervisor.db import queue
 from supervisor.db.connection import transaction
@@ -206,7 +206,8 @@ def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_and_repor
     assert status_of(engine, branch.build_id) == "changed"
     diffs = stored(store, f"diffs/{branch.build_id}/")
     assert len(diffs) == 1
-    assert store.exists(report_path(branch.build_id))
+    assert store.exists(report_index("web", branch.build_id))
+    report_files = stored(store, f"reports/web/{branch.build_id}/")
     age_build(engine, main.build_id, 40)
     age_build(engine, branch.build_id, 40)
 
@@ -215,11 +216,11 @@ def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_and_repor
     assert pruned.builds == 1
     assert set(rows_of(engine, branch.build_id).values()) == {0}
     assert stored(store, "diffs/") == set()
-    assert not store.exists(report_path(branch.build_id))
+    assert stored(store, f"reports/web/{branch.build_id}/") == set()
     assert rows_of(engine, main.build_id)["snapshots"] == 2
-    assert store.exists(report_path(main.build_id))
+    assert store.exists(report_index("web", main.build_id))
     # Its changed image is nobody's now, but was written just now: the grace keeps it.
-    assert pruned.files == len(diffs) + 1  # the diff and the report
+    assert pruned.files == len(diffs) + len(report_files)  # the diff, the report's folder
 
 
 def test_a_baseline_build_stays_however_old_and_so_do_its_images(

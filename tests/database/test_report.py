@@ -1,6 +1,7 @@
-"""The promises of `supervisor.builds.report`: a self-contained page that opens from disk, made
-for review (what changed first, its changed area enlarged), and a view made after the build's
-end commits, whose failure never fails the build or its job.
+"""The promises of a build's report (`child.report`, published by `supervisor.builds.publish`):
+a self-contained folder whose page opens from disk, made for review (what changed first, its
+changed area enlarged), and a view made by a job of its own after the build's end commits,
+whose failure never fails the build or its job.
 
 What the page does in a browser (filter, keys, overlay, zoom) is tested on a real build in
 `tests/browser/test_report_page.py`.
@@ -18,22 +19,24 @@ from pathlib import Path
 import pytest
 import structlog
 from sqlalchemy import Engine, select
-from structlog.testing import capture_logs
 
 from child.capture import shard as capture
+from child.report import publish as publish_child
+from child.report.crop import MAX_ZOOM, crop_of
+from child.report.render import asset, render_report
 from ipc.artifacts.folder import FolderStore
-from ipc.messages import Done
+from ipc.build_view import BuildView, SnapshotView
+from ipc.messages import Done, Failed
+from supervisor.builds import publish
 from supervisor.builds import view as view_module
 from supervisor.builds.registry import registered_kinds
-from supervisor.builds.report import publish_report, render_report
-from supervisor.builds.report.crop import MAX_ZOOM, crop_of
-from supervisor.builds.report.render import asset
-from supervisor.builds.view import BuildView, SnapshotView, load_build
+from supervisor.builds.view import load_build
+from supervisor.db import queue
 from supervisor.db.tables import builds, jobs
 from supervisor.host.pool import Child
 from supervisor.host.settings import HostSettings
 from supervisor.host.settle import Settler
-from tests.capture_helpers import run_build, run_cli, upload, write_png
+from tests.capture_helpers import run_build, run_cli, run_jobs, upload, write_png
 from tests.chromium import require_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,7 +155,7 @@ def view(*snapshots: SnapshotView, error: str | None = None, **fields: object) -
         "counts": counts,
         "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
         "finished_at": datetime(2026, 1, 2, 3, 5, 5, tzinfo=UTC),
-        "report_path": None,
+        "report_url": None,
         "error": error,
         "snapshots": snapshots,
     }
@@ -230,9 +233,9 @@ def test_a_changed_snapshot_opens_with_its_changed_area_enlarged() -> None:
     assert all("pixelated" in str(f["class"]) for f in frames)
     images = [attrs for name, attrs in tags.tags if name == "img" and attrs.get("src")]
     assert [i["src"] for i in images[:3]] == [
-        "../images/cd/old.png",
-        "../images/ab/new.png",
-        "../diffs/4/ef.png",
+        "images/cd/old.png",
+        "images/ab/new.png",
+        "diffs/4/ef.png",
     ]
     assert {i["style"] for i in images[:3]} == {"transform:scale(8) translate(-84px,-34px)"}
     marks = tags.having("span", class_="mark")
@@ -246,9 +249,9 @@ def test_a_changed_snapshot_shows_its_full_images_and_an_overlay_to_slide_or_bli
         for name, attrs in tags.tags
         if name == "img" and attrs.get("src") and "style" not in attrs and "class" not in attrs
     ]
-    assert sides == ["../images/cd/old.png", "../images/ab/new.png", "../diffs/4/ef.png"]
-    assert [i["src"] for i in tags.having("img", class_="under")] == ["../images/cd/old.png"]
-    assert [i["src"] for i in tags.having("img", class_="over")] == ["../images/ab/new.png"]
+    assert sides == ["images/cd/old.png", "images/ab/new.png", "diffs/4/ef.png"]
+    assert [i["src"] for i in tags.having("img", class_="under")] == ["images/cd/old.png"]
+    assert [i["src"] for i in tags.having("img", class_="over")] == ["images/ab/new.png"]
     (slider,) = tags.having("input", type="range")
     assert (slider["min"], slider["max"], slider["value"]) == ("0", "100", "50")
     assert tags.having("button", class_="blink")
@@ -282,7 +285,7 @@ def test_a_snapshot_says_what_it_was_compared_with_and_against_which_build() -> 
     )
     assert "120 pixels changed (1.00 %)" in page
     assert "1 pixel changed (0.0002 %)" in page
-    assert 'baseline from <a href="build-3.html">build 3</a>' in page
+    assert 'baseline from <a href="../3/index.html">build 3</a>' in page
     assert "baseline (build 3)" in page
     assert "metric oklab, threshold 0.1, flat-area pass off, anti-aliasing ignored" in page
     assert "metric yiq, threshold 0.05, flat-area threshold 0.02, anti-aliasing counted" in page
@@ -294,7 +297,7 @@ def test_a_snapshot_says_what_it_was_compared_with_and_against_which_build() -> 
 def test_unchanged_images_are_listed_but_not_loaded_until_asked() -> None:
     tags = Tags(render_report(view(snapshot("u1", "unchanged"), snapshot("u2", "unchanged"))))
     images = [attrs for name, attrs in tags.tags if name == "img" and "data-src" in attrs]
-    assert [i["data-src"] for i in images] == ["../images/ab/new.png"] * 2
+    assert [i["data-src"] for i in images] == ["images/ab/new.png"] * 2
     assert all("src" not in i and i["loading"] == "lazy" for i in images)
     assert [a for name, a in tags.tags if name == "img" and a.get("src")] == []
     assert len(tags.having("button", class_="show")) == 2
@@ -353,7 +356,7 @@ def test_the_page_carries_its_own_style_and_script() -> None:
 def test_an_installed_package_has_the_page_s_style_and_script() -> None:
     """A wheel holds a package's non-Python files only when package-data names them."""
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    files = settings["tool"]["setuptools"]["package-data"]["supervisor.builds.report"]
+    files = settings["tool"]["setuptools"]["package-data"]["child.report"]
     assert set(files) >= {"report.css", "report.js"}
 
 
@@ -389,7 +392,19 @@ def test_the_crop_pads_the_changed_box_and_scales_it_to_be_seen(
     assert crop.left + crop.width >= left + width and crop.top + crop.height >= top + height
 
 
-def test_the_written_report_links_only_to_files_beside_it(engine: Engine, tmp_path: Path) -> None:
+def report_url(engine: Engine, build_id: int) -> str | None:
+    with engine.connect() as conn:
+        url: str | None = conn.execute(
+            select(builds.c.report_url).where(builds.c.id == build_id)
+        ).scalar_one()
+    return url
+
+
+def test_the_published_report_is_a_folder_that_stands_on_its_own(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Every picture the page shows is copied into its folder and linked there; the one link
+    out of it is to the baseline build's report beside it, in the project's reports."""
     artifacts = tmp_path / "artifacts"
     for name, marks in (("a", BUTTON), ("b", BUTTON)):
         write_png(tmp_path / "v1" / f"{name}.png", marks=marks)
@@ -398,30 +413,73 @@ def test_the_written_report_links_only_to_files_beside_it(engine: Engine, tmp_pa
     (tmp_path / "v2/c.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")  # passes the upload
     run_build(engine, artifacts, tmp_path / "v1")
     queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature")
-    with engine.connect() as conn:
-        stored = conn.execute(
-            select(builds.c.report_path).where(builds.c.id == queued.build_id)
-        ).scalar_one()
-    assert stored == f"reports/build-{queued.build_id}.html"
-    report = artifacts / stored
+    url = report_url(engine, queued.build_id)
+    report = artifacts / f"reports/web/{queued.build_id}/index.html"
+    assert url == str(report)
     links = Links()
     links.feed(report.read_text())
     assert links.external_tags == []
     assert links.urls
+    baseline_report = f"../{queued.build_id - 1}/index.html"
     for url in links.urls:
         assert not url.startswith(("http:", "https:", "/", "file:", "data:"))
         target = (report.parent / url).resolve()
         assert target.is_file(), url
-        assert target.is_relative_to(artifacts.resolve()), url
-    assert f"build-{queued.build_id - 1}.html" in links.urls  # the baseline build's report
+        inside = report.parent if url != baseline_report else report.parent.parent
+        assert target.is_relative_to(inside.resolve()), url
+    assert baseline_report in links.urls
     assert links.statuses == ["changed", "failed", "unchanged"]
+    # The branch's newest report is pointed at, and the folder can be moved whole.
+    pointer = (artifacts / "reports/web/latest/feature").read_text()
+    assert f'url=../{queued.build_id}/index.html"' in pointer
+    moved = tmp_path / "elsewhere"
+    report.parent.rename(moved)
+    assert all((moved / url).resolve().is_file() for url in links.urls if url != baseline_report)
 
 
-def test_the_written_report_is_the_page_of_the_whole_build_read_at_once(
+def test_the_latest_page_of_a_branch_points_at_its_newest_build_whatever_the_order(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Two builds of a branch may publish in either order; a branch with `/` keeps it as
+    folders, and the pointer climbs out of them."""
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    first = upload(engine, artifacts, tmp_path / "v1", branch="team/login")
+    second = upload(engine, artifacts, tmp_path / "v1", branch="team/login")
+    run_jobs_in_order(engine, artifacts, [second.build_id, first.build_id])
+    pointer = (artifacts / "reports/web/latest/team/login").read_text()
+    assert f'content="{second.build_id}"' in pointer
+    target = artifacts / "reports/web/latest/team" / f"../../{second.build_id}/index.html"
+    assert f"url=../../{second.build_id}/index.html" in pointer and target.resolve().is_file()
+
+
+def run_jobs_in_order(engine: Engine, artifacts: Path, publish_order: list[int]) -> None:
+    """Run every capture, then the builds' publish jobs in `publish_order`."""
+    run_jobs(engine, artifacts, kinds=("capture",))
+    with engine.connect() as conn:
+        publishing = dict(
+            conn.execute(select(jobs.c.build_id, jobs.c.id).where(jobs.c.kind == "publish")).all()
+        )
+    for build_id in publish_order:
+        with engine.begin() as conn:
+            conn.execute(
+                jobs.update()
+                .where(jobs.c.kind == "publish", jobs.c.id != publishing[build_id])
+                .values(run_at=datetime(2100, 1, 1, tzinfo=UTC))
+            )
+            conn.execute(
+                jobs.update()
+                .where(jobs.c.id == publishing[build_id])
+                .values(run_at=datetime(2000, 1, 1, tzinfo=UTC))
+            )
+        run_jobs(engine, artifacts)
+
+
+def test_the_published_page_is_the_page_of_the_whole_build_read_at_once(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The host writes the page as the snapshots stream from the database, a few rows at a
-    time; it is the page `render_report` makes of the build read whole."""
+    """The parent reads the snapshots a few rows at a time; the child's page is the page
+    `render_report` makes of the build read whole."""
     monkeypatch.setattr(view_module, "STREAM_ROWS", 2)
     artifacts = tmp_path / "artifacts"
     for name in "abcdefg":
@@ -433,31 +491,59 @@ def test_the_written_report_is_the_page_of_the_whole_build_read_at_once(
     queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature", shards=3)
     with engine.connect() as conn:
         whole = load_build(conn, queued.build_id)
-    assert whole is not None and whole.report_path is not None
-    assert (artifacts / whole.report_path).read_text() == render_report(whole)
+    assert whole is not None and whole.report_url is not None
+    assert Path(whole.report_url).read_text() == render_report(whole)
     assert [whole.counts[s] for s in ("changed", "failed", "new", "unchanged")] == [2, 1, 1, 4]
 
 
-def test_no_report_is_written_for_an_unknown_or_unfinished_build(
+def test_no_report_is_prepared_for_an_unknown_or_unfinished_build(
     engine: Engine, tmp_path: Path
 ) -> None:
     artifacts = tmp_path / "artifacts"
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     queued = upload(engine, artifacts, tmp_path / "v1")
-    assert publish_report(engine, 99, FolderStore(artifacts)) is None
-    assert publish_report(engine, queued.build_id, FolderStore(artifacts)) is None
+    for build_id, why in ((99, "no build with id 99"), (queued.build_id, "has not ended")):
+        with engine.begin() as conn:
+            job_id = queue.enqueue(conn, "publish", {"build_id": build_id})
+            job = next(j for j in queue.claim(conn, "h", 10, 60) if j.id == job_id)
+            with pytest.raises(LookupError, match=why):
+                publish.prepare(conn, job, FolderStore(artifacts))
     assert not (artifacts / "reports").exists()
 
 
-def test_a_report_that_cannot_be_written_lets_the_build_end_and_build_id_writes_it_later(
+def test_a_picture_no_longer_stored_is_left_out_not_the_report(
+    engine: Engine, tmp_path: Path
+) -> None:
+    artifacts = tmp_path / "artifacts"
+    write_png(tmp_path / "v1/a.png", marks=BUTTON)
+    write_png(tmp_path / "v2/a.png", marks=MOVED)
+    run_build(engine, artifacts, tmp_path / "v1")
+    queued = upload(engine, artifacts, tmp_path / "v2", branch="feature")
+    run_jobs(engine, artifacts, kinds=("capture",))
+    with engine.connect() as conn:
+        view_ = load_build(conn, queued.build_id)
+    assert view_ is not None
+    gone = next(s.baseline_image for s in view_.snapshots if s.baseline_image)
+    assert gone is not None
+    (artifacts / gone).unlink()
+    with engine.begin() as conn:
+        (job,) = [j for j in queue.claim(conn, "h", 10, 60) if j.kind == "publish"]
+        payload = publish.prepare(conn, job, FolderStore(artifacts))
+    result = publish_child.run(payload, lambda _: None)
+    assert result["missing"] == [gone]
+    assert Path(result["url"]).is_file()
+    assert result["copied"] == 2  # the new image and the diff
+
+
+def test_a_report_that_cannot_be_published_lets_the_build_end_and_build_id_queues_it_again(
     engine: Engine,
     database_url: str,
     tmp_path: Path,
     child: Child,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The reports folder is a file (which stops root too, unlike a mode): the settler records
-    the job and the build, logs that the report cannot be written, and `build ID` writes it
+    """The reports folder is a file (which stops root too, unlike a mode): the capture job and
+    the build end as they would have, the publish job fails, and `build ID` queues it again
     once the obstacle is gone."""
     artifacts = tmp_path / "artifacts"
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
@@ -474,28 +560,31 @@ def test_a_report_that_cannot_be_written_lets_the_build_end_and_build_id_writes_
     )
     (running,) = settler.complete_and_claim([child])
     settler.ended(running, Done(running.job.id, capture.run(running.payload, lambda _: None)))
-    with capture_logs() as logged:
-        settler.complete_and_claim([])
+    settler.complete_and_claim([])  # records the capture: the build ends, its publish is queued
+    with engine.begin() as conn:  # one try, so that its failure is final at once
+        conn.execute(jobs.update().where(jobs.c.kind == "publish").values(max_attempts=1))
+    (running,) = settler.complete_and_claim([child])
+    assert running.job.kind == "publish"
+    with pytest.raises(OSError) as raised:
+        publish_child.run(running.payload, lambda _: None)
+    settler.ended(running, Failed(running.job.id, str(raised.value)))
     with engine.connect() as conn:
-        job_status = conn.execute(select(jobs.c.status)).scalar_one()
+        ended = dict(conn.execute(select(jobs.c.kind, jobs.c.status)).all())
         build = conn.execute(select(builds).where(builds.c.id == queued.build_id)).one()
-    assert (job_status, build.status, build.report_path) == ("completed", "passed", None)
-    failures = [event for event in logged if event["event"] == "cannot write the report"]
-    assert [(e["build_id"], e["log_level"]) for e in failures] == [(queued.build_id, "error")]
-    assert [e["outcome"] for e in logged if e["event"] == "job finished"] == ["completed"]
+    assert ended == {"capture": "completed", "publish": "failed"}
+    assert (build.status, build.report_url) == ("passed", None)
 
     (artifacts / "reports").unlink()
     capsys.readouterr()
     command = ["build", str(queued.build_id), f"--database-url={database_url}"]
     assert run_cli([*command, f"--artifacts={artifacts}"]) == 0
-    report = artifacts / f"reports/build-{queued.build_id}.html"
+    assert "report    being published (job" in capsys.readouterr().out
+    run_jobs(engine, artifacts)
+    assert run_cli([*command, f"--artifacts={artifacts}"]) == 0
+    report = artifacts / f"reports/web/{queued.build_id}/index.html"
     assert f"report    {report}" in capsys.readouterr().out
     assert "Build" in report.read_text()
-    with engine.connect() as conn:
-        stored = conn.execute(
-            select(builds.c.report_path).where(builds.c.id == queued.build_id)
-        ).scalar_one()
-    assert stored == f"reports/build-{queued.build_id}.html"
+    assert report_url(engine, queued.build_id) == str(report)
 
 
 def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) -> None:
@@ -507,7 +596,7 @@ def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) 
     queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature")
     with engine.connect() as conn:
         view_ = load_build(conn, queued.build_id)
-    assert view_ is not None and view_.report_path is not None
+    assert view_ is not None and view_.report_url is not None
     shot = tmp_path / "report.png"
     subprocess.run(
         [
@@ -516,7 +605,7 @@ def test_a_browser_renders_the_report_from_disk(engine: Engine, tmp_path: Path) 
             "--no-sandbox",
             "--disable-gpu",
             f"--screenshot={shot}",
-            (artifacts / view_.report_path).resolve().as_uri(),
+            Path(view_.report_url).resolve().as_uri(),
         ],
         check=True,
         capture_output=True,

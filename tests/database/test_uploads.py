@@ -387,7 +387,7 @@ def test_a_full_shard_of_the_longest_names_fits_in_a_frame_both_ways(
         run = encode(Run(job.id, job.kind, job.attempt, payload))
         result = capture.run(payload, lambda _progress: None)
         done = encode(Done(job.id, result))
-        assert settle(engine, job, result, artifacts)
+        assert settle(engine, job, result)
     assert all(shot["baseline"] for shot in payload["snapshots"])
     assert {shot["status"] for shot in result["snapshots"]} == {"unchanged"}
     assert len(run) < MAX_FRAME_BYTES and len(done) < MAX_FRAME_BYTES

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 
 from ipc.artifacts.keys import image_key
 from ipc.artifacts.store import ArtifactStore
-from supervisor.builds.report.paths import report_path
+from ipc.publish import report_index
 from supervisor.db.tables import builds, snapshots
 from tests.capture_helpers import run_build, screens
 
@@ -47,8 +47,13 @@ def test_a_branch_is_compared_with_its_baselines_on_either_store(
     assert rows["button"].diff_path.startswith(f"diffs/{branch.build_id}/")
     assert store.exists(rows["button"].diff_path)
     assert rows["card"].image_path == image_key(rows["card"].image_sha256)
-    assert store.exists(report_path(branch.build_id))
-    assert b"button" in store.read_bytes(report_path(branch.build_id))
+    report = report_index("web", branch.build_id)
+    assert store.exists(report)
+    assert b"button" in store.read_bytes(report)
+    # The report's folder holds every picture it shows, under the keys it links them by.
+    folder = report.rsplit("/", 1)[0]
+    assert store.exists(f"{folder}/{rows['button'].diff_path}")
+    assert store.exists(f"{folder}/{rows['card'].image_path}")
 
 
 def test_a_second_upload_of_the_same_images_stores_nothing_new(

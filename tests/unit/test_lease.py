@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import structlog
 
-from ipc.artifacts.location import open_store
 from supervisor.host.inflight import InFlight
 from supervisor.host.lease import LeaseKeeper
 from supervisor.host.settings import HostSettings
@@ -13,9 +12,7 @@ from tests.unit.jobs import MakeChild, claimed_for
 
 def keeper(lease_seconds: float = 60.0, stall_seconds: float = 45.0) -> LeaseKeeper:
     settings = HostSettings(lease_seconds=lease_seconds, stall_seconds=stall_seconds, host_id="h")
-    return LeaseKeeper(
-        settings, open_store(settings.artifacts), {}, InFlight(), structlog.get_logger().bind()
-    )
+    return LeaseKeeper(settings, {}, InFlight(), structlog.get_logger().bind())
 
 
 def test_progress_renews_at_most_once_per_quarter_lease(make_child: MakeChild) -> None:

@@ -2,7 +2,8 @@
 
 It opens from disk in any browser with no server and nothing fetched: its style (`report.css`)
 and script (`report.js`), kept beside this module so that each can be read and edited as what
-it is, are inlined into the page, and its images are relative links into the artifacts folder.
+it is, are inlined into the page, and its images are relative links into its own folder
+(`ipc.publish`).
 What needs a look comes first: changed snapshots, then failed, new and unchanged, each status a
 group that the filter shows alone. The header says what the build is and how it ended; the
 toolbar under it stays in view with the filter and the keys.
@@ -18,9 +19,9 @@ from functools import cache
 from html import escape
 from importlib import resources
 
-from supervisor.builds.report.paths import report_link
-from supervisor.builds.report.snapshot import snapshot_section
-from supervisor.builds.view import REPORT_ORDER, BuildView, SnapshotView
+from child.report.paths import report_link
+from child.report.snapshot import snapshot_section
+from ipc.build_view import REPORT_ORDER, BuildView, SnapshotView
 
 #: The order groups appear in: what needs a look first.
 STATUS_ORDER = REPORT_ORDER
@@ -34,7 +35,7 @@ KEYS = (
 @cache
 def asset(name: str) -> str:
     """A file of this package (`report.css`, `report.js`), read once per process."""
-    return resources.files("supervisor.builds.report").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("child.report").joinpath(name).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

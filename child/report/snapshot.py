@@ -17,9 +17,9 @@ from __future__ import annotations
 from functools import lru_cache
 from html import escape
 
-from supervisor.builds.report.crop import Crop, crop_of
-from supervisor.builds.report.paths import artifact_link, report_link
-from supervisor.builds.view import SnapshotView
+from child.report.crop import Crop, crop_of
+from child.report.paths import artifact_link, report_link
+from ipc.build_view import SnapshotView
 
 #: The width the overlay enlarges a small screenshot towards, in CSS pixels...
 OVERLAY_PX = 960

@@ -1,0 +1,110 @@
+"""The child's side of a `publish` job: a build's report as a folder that stands on its own.
+
+The parent sends the build and its snapshots (`ipc.publish.PublishPayload`); this copies every
+image and diff the page shows into the report's folder, writes the page last (whole or not at
+all), then points the branch's `latest` page at it. Each step can be done again: a retry after
+a crash or a store outage finds the copies it made and makes only the rest, and rewrites the
+page. A picture that is no longer stored (pruned meanwhile, or lost) is left out and named in
+the result, and the page shows it broken: one missing file does not cost the build its report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from html import escape
+from typing import Any, cast
+
+import structlog
+
+from child.report.render import Listing, report_parts
+from child.worker.handlers import Progress
+from ipc.artifacts.location import open_store
+from ipc.artifacts.store import ArtifactMissing, ArtifactStore
+from ipc.build_view import BuildView, SnapshotView, build_from_wire, snapshot_from_values
+from ipc.publish import INDEX, PublishPayload, PublishResult, pointer_target
+
+log = structlog.get_logger(__name__)
+
+#: Files copied between two beats: a bucket copies a few dozen a second.
+COPY_BATCH = 64
+#: How a pointer page names the build it points at, for the next publish to read.
+POINTED = re.compile(r'<meta name="storyshelf-build" content="(\d+)">')
+
+
+def run(data: dict[str, Any], progress: Progress) -> PublishResult:
+    """Publish the report `data` (a `PublishPayload`) describes; returns where it opens."""
+    payload = cast(PublishPayload, data)
+    store = open_store(payload["artifacts"])
+    view = build_from_wire(payload["build"])
+    snapshots = [snapshot_from_values(row) for row in payload["snapshots"]]
+    folder = payload["folder"]
+    copied, missing = _copy_pictures(store, folder, _pictures(snapshots), progress)
+    index = f"{folder}/{INDEX}"
+    listing = Listing(snapshots, payload["counts"], tuple(payload["baseline_builds"]))
+    with store.writer(index) as out:
+        for part in report_parts(view, listing):
+            out.write(part.encode())
+    progress({"written": index})
+    if payload["latest"] is not None:
+        _point(store, payload["latest"], view)
+    if missing:
+        log.warning("report shows pictures no longer stored", build_id=view.id, missing=missing[:5])
+    return {"index": index, "url": store.where(index), "copied": copied, "missing": missing}
+
+
+def _pictures(snapshots: Iterable[SnapshotView]) -> list[str]:
+    """Every image and diff the page links to, once each, in page order."""
+    keys: dict[str, None] = {}
+    for snapshot in snapshots:
+        for key in (snapshot.image_path, snapshot.baseline_image, snapshot.diff_path):
+            if key:
+                keys[key] = None
+    return list(keys)
+
+
+def _copy_pictures(
+    store: ArtifactStore, folder: str, keys: list[str], progress: Progress
+) -> tuple[int, list[str]]:
+    """Copy `keys` into `folder` under the same keys, skipping those a try before copied; the
+    number copied and the sources not stored."""
+    copied, missing = 0, []
+    for batch in _batches(keys, COPY_BATCH):
+        targets = {f"{folder}/{key}": key for key in batch}
+        there = store.written(list(targets))
+        wanted = [(key, target) for target, key in targets.items() if target not in there]
+        missing.extend(sorted(store.copy_files(wanted)))
+        copied += len(wanted)
+        progress({"copied": copied})
+    return copied - len(missing), missing
+
+
+def _batches(items: list[str], size: int) -> Iterator[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _point(store: ArtifactStore, key: str, view: BuildView) -> None:
+    """Point `key` (the branch's `latest` page) at `view`'s report, unless it already points at
+    a newer build: two builds of a branch may publish in either order."""
+    try:
+        found = POINTED.search(store.read_bytes(key).decode("utf-8", "replace"))
+    except (ArtifactMissing, FileNotFoundError):  # a bucket's missing key, a folder's
+        found = None
+    if found is not None and int(found.group(1)) > view.id:
+        return
+    store.put_bytes(key, pointer_page(view), content_type="text/html; charset=utf-8")
+
+
+def pointer_page(view: BuildView) -> bytes:
+    """A page that sends the browser on to `view`'s report, and says which build it is."""
+    target = escape(pointer_target(view.branch, view.id))
+    title = escape(f"{view.project} @ {view.branch}: build {view.id} ({view.status})")
+    return (
+        "<!doctype html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="storyshelf-build" content="{view.id}">'
+        f'<meta http-equiv="refresh" content="0; url={target}">'
+        f"<title>{title}</title></head>"
+        f'<body><p>The newest report: <a href="{target}">{title}</a></p></body></html>\n'
+    ).encode()

@@ -1,0 +1,192 @@
+"""A build and its snapshots as people read them: the contract between the parent, which reads
+them from the database, and the child that publishes their report.
+
+`BuildView` and `SnapshotView` are plain data. The parent makes them (`supervisor.builds.view`)
+for `build ID` and its JSON, and sends them to a `publish` job's child in their wire form
+(`build_to_wire`, `snapshot_rows`): a build's snapshots go as rows of values in the fields'
+order, since a report of ten thousand snapshots must fit in one frame, and a map per row would
+repeat every field's name ten thousand times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Literal
+
+from ipc.capture import SETTING_FIELDS
+
+#: Where a build's snapshots come from: screenshots uploaded, or a Storybook the host renders.
+BuildSource = Literal["images", "storybook"]
+#: A report's groups, in the order it shows them: what needs a look first.
+REPORT_ORDER = ("changed", "failed", "new", "unchanged")
+
+
+@dataclass(frozen=True)
+class SnapshotView:
+    """One snapshot's result, with its baseline's image and build for side-by-side views."""
+
+    id: int
+    name: str
+    status: str
+    #: None for a story that failed before giving an image.
+    image_path: str | None
+    image_sha256: str | None
+    width: int | None
+    height: int | None
+    baseline_id: int | None
+    baseline_image: str | None
+    #: The accepted build the baseline came from (fixed when this snapshot's build was created).
+    baseline_build_id: int | None
+    #: The diff settings it was judged with; all None for a failed snapshot.
+    metric: str | None
+    threshold: float | None
+    flat_threshold: float | None
+    count_aa: bool | None
+    diff_pixels: int | None
+    diff_ratio: float | None
+    diff_path: str | None
+    #: Around the pixels that counted: left, top, width, height (of the union of both images).
+    diff_box: tuple[int, int, int, int] | None
+    error: str | None
+    #: A Storybook snapshot's story (all None for an uploaded image).
+    story_id: str | None = None
+    title: str | None = None
+    story: str | None = None
+    mode: str | None = None
+    #: False when the story never gave two equal shots in a row.
+    settled: bool | None = None
+
+    @property
+    def label(self) -> str:
+        """How people know the snapshot: the story's title and name ("Example/Button: Primary
+        [320]"), or the uploaded image's name."""
+        if self.title is None or self.story is None:
+            return self.name
+        return f"{self.title}: {self.story}" + (f" [{self.mode}]" if self.mode else "")
+
+    @property
+    def settings(self) -> dict[str, Any] | None:
+        """The diff settings it was judged with; None for a failed snapshot."""
+        if self.metric is None:
+            return None
+        return {key: getattr(self, key) for key in SETTING_FIELDS}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "story_id": self.story_id,
+            "title": self.title,
+            "story": self.story,
+            "mode": self.mode,
+            "settled": self.settled,
+            "image_path": self.image_path,
+            "image_sha256": self.image_sha256,
+            "diff_pixels": self.diff_pixels,
+            "diff_ratio": self.diff_ratio,
+            "diff_path": self.diff_path,
+            "diff_box": list(self.diff_box) if self.diff_box else None,
+            "settings": self.settings,
+            "baseline_id": self.baseline_id,
+            "baseline_build_id": self.baseline_build_id,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class BuildView:
+    """A build's state and counts, and its snapshots in name order."""
+
+    id: int
+    project: str
+    branch: str
+    commit: str | None
+    status: str
+    counts: dict[str, int]
+    created_at: datetime
+    finished_at: datetime | None
+    report_url: str | None
+    error: str | None
+    snapshots: tuple[SnapshotView, ...]
+    source: BuildSource = "images"
+    #: A Storybook build's plan once it has run: the stories it left out, and why.
+    skipped: tuple[dict[str, str], ...] = ()
+    #: Names its baselines had that it has not (a story deleted or renamed), once it ended.
+    removed: tuple[str, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        """Whether the build has its verdict (and so a report to show)."""
+        return self.status not in ("pending", "capturing")
+
+    @property
+    def baseline_builds(self) -> tuple[int, ...]:
+        """The builds its snapshots' baselines came from, oldest first."""
+        found = {s.baseline_build_id for s in self.snapshots if s.baseline_build_id is not None}
+        return tuple(sorted(found))
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "project": self.project,
+            "branch": self.branch,
+            "commit": self.commit,
+            "status": self.status,
+            "source": self.source,
+            "counts": dict(self.counts),
+            "created_at": self.created_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "report_url": self.report_url,
+            "error": self.error,
+            "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
+            "skipped": [dict(story) for story in self.skipped],
+            "removed": list(self.removed),
+        }
+
+
+#: The fields of a snapshot row on the wire, in order.
+SNAPSHOT_FIELDS = tuple(field.name for field in fields(SnapshotView))
+#: Where `diff_box` sits among them (a list on the wire and in a JSON column, a tuple here).
+_BOX = SNAPSHOT_FIELDS.index("diff_box")
+
+
+def snapshot_from_values(values: Sequence[Any]) -> SnapshotView:
+    """The snapshot whose field values, in `SNAPSHOT_FIELDS` order, are `values` (a database
+    row or a wire row): no lookup by name per field, which a build of thousands would pay."""
+    row = list(values)
+    box = row[_BOX]
+    row[_BOX] = tuple(box) if box else None
+    return SnapshotView(*row)
+
+
+def snapshot_rows(snapshots: Iterable[SnapshotView]) -> list[list[Any]]:
+    """`snapshots` as wire rows (`snapshot_from_values` reads them back)."""
+    return [[getattr(snapshot, name) for name in SNAPSHOT_FIELDS] for snapshot in snapshots]
+
+
+#: The fields of a build on the wire: all but its snapshots, which travel as rows.
+_BUILD_FIELDS = tuple(field.name for field in fields(BuildView) if field.name != "snapshots")
+_MOMENTS = ("created_at", "finished_at")
+
+
+def build_to_wire(view: BuildView) -> dict[str, Any]:
+    """`view` without its snapshots, as msgpack carries it (moments as ISO text)."""
+    wire = {name: getattr(view, name) for name in _BUILD_FIELDS}
+    for name in _MOMENTS:
+        wire[name] = wire[name].isoformat() if wire[name] is not None else None
+    wire["skipped"] = [dict(story) for story in view.skipped]
+    wire["removed"] = list(view.removed)
+    return wire
+
+
+def build_from_wire(wire: dict[str, Any]) -> BuildView:
+    """The `BuildView` of `build_to_wire`, without snapshots (`KeyError`/`ValueError` when
+    `wire` is not one)."""
+    values = {name: wire[name] for name in _BUILD_FIELDS}
+    for name in _MOMENTS:
+        values[name] = datetime.fromisoformat(values[name]) if values[name] is not None else None
+    values["skipped"] = tuple(values["skipped"])
+    values["removed"] = tuple(values["removed"])
+    return BuildView(**values, snapshots=())
