@@ -10,7 +10,7 @@ repeat every field's name ten thousand times.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Literal
@@ -161,9 +161,13 @@ def snapshot_from_values(values: Sequence[Any]) -> SnapshotView:
     return SnapshotView(*row)
 
 
-def snapshot_rows(snapshots: Iterable[SnapshotView]) -> list[list[Any]]:
-    """`snapshots` as wire rows (`snapshot_from_values` reads them back)."""
-    return [[getattr(snapshot, name) for name in SNAPSHOT_FIELDS] for snapshot in snapshots]
+def snapshot_rows(snapshots: Iterable[SnapshotView]) -> Iterator[list[Any]]:
+    """`snapshots` as wire rows, one at a time (`snapshot_from_values` reads them back)."""
+    for snapshot in snapshots:
+        row = [getattr(snapshot, name) for name in SNAPSHOT_FIELDS]
+        if row[_BOX] is not None:
+            row[_BOX] = list(row[_BOX])
+        yield row
 
 
 #: The fields of a build on the wire: all but its snapshots, which travel as rows.

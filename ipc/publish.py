@@ -17,11 +17,16 @@ from typing import Any, TypedDict
 from urllib.parse import quote
 
 from ipc.artifacts.keys import REPORTS_PREFIX
+from ipc.framing import MAX_FRAME_BYTES
 
 #: The page of a report, in its folder.
 INDEX = "index.html"
 #: Where the newest report of each branch is pointed at, in a project's reports.
 LATEST = "latest"
+#: The most bytes of snapshot rows a `publish` payload holds: half a frame, the rest left for
+#: the build's own facts. Some 20,000 snapshots of usual names fit; past it the page lists
+#: what needs a look first and counts the rest (the last of the unchanged ones).
+LISTING_BYTES = MAX_FRAME_BYTES // 2
 
 
 def _segment(name: str) -> str:
@@ -74,6 +79,8 @@ class PublishPayload(TypedDict):
     artifacts: str
     build: dict[str, Any]
     snapshots: list[list[Any]]
+    #: The snapshots past `LISTING_BYTES`, left out of the listing (counted, not shown).
+    unlisted: int
     counts: dict[str, int]
     baseline_builds: list[int]
     folder: str

@@ -41,7 +41,9 @@ def run(data: dict[str, Any], progress: Progress) -> PublishResult:
     folder = payload["folder"]
     copied, missing = _copy_pictures(store, folder, _pictures(snapshots), progress)
     index = f"{folder}/{INDEX}"
-    listing = Listing(snapshots, payload["counts"], tuple(payload["baseline_builds"]))
+    listing = Listing(
+        snapshots, payload["counts"], tuple(payload["baseline_builds"]), payload["unlisted"]
+    )
     with store.writer(index) as out:
         for part in report_parts(view, listing):
             out.write(part.encode())

@@ -47,6 +47,9 @@ class Listing:
     snapshots: Iterable[SnapshotView]
     counts: Mapping[str, int]
     baseline_builds: tuple[int, ...]
+    #: The last snapshots in report order, counted but not shown (a build too large for one
+    #: job's listing: `ipc.publish.LISTING_BYTES`).
+    unlisted: int = 0
 
     @property
     def total(self) -> int:
@@ -78,6 +81,7 @@ def report_parts(view: BuildView, listing: Listing) -> Iterator[str]:
     yield "\n".join(
         [
             "",
+            _unlisted(listing.unlisted),
             "</main>",
             '<dialog class="zoom" aria-label="zoomed image"><div class="zoom-frame">'
             '<img alt=""></div><p class="zoom-caption"></p></dialog>',
@@ -195,6 +199,17 @@ def _groups(listing: Listing) -> Iterator[str]:
         yield snapshot_section(snapshot, f"s{index}")
     if status is not None:
         yield "</div>"
+
+
+def _unlisted(count: int) -> str:
+    """What a build too large to list whole leaves out: always the end of the report order."""
+    if not count:
+        return ""
+    return (
+        f'<p class="unlisted">{count} more {_plural(count, "snapshot", "snapshots")} not listed:'
+        " the report lists a build's first snapshots in this order, up to its size limit;"
+        " <code>python -m supervisor build ID</code> lists them all.</p>"
+    )
 
 
 def _group_heading(status: str, count: int) -> str:

@@ -11,15 +11,17 @@ Job data: `{"build_id": int}`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
+import msgpack
 import structlog
 from sqlalchemy import Connection, func, select, update
 
 from ipc.artifacts.store import ArtifactStore, StoreError
-from ipc.build_view import BuildView, build_to_wire, snapshot_rows
+from ipc.build_view import BuildView, SnapshotView, build_to_wire, snapshot_rows
 from ipc.publish import (
+    LISTING_BYTES,
     PUBLISH_RESULT_FIELDS,
     PublishPayload,
     latest_pointer,
@@ -60,10 +62,14 @@ def prepare(conn: Connection, job: Job, store: ArtifactStore) -> Payload:
         raise LookupError(f"no build with id {build_id}")
     if not view.ended:
         raise LookupError(f"build {build_id} has not ended")
+    listed, unlisted = _listing(report_snapshots(conn, build_id), LISTING_BYTES)
+    if unlisted:
+        log.warning("report lists part of its build", build_id=build_id, unlisted=unlisted)
     payload: PublishPayload = {
         "artifacts": store.location,
         "build": build_to_wire(view),
-        "snapshots": snapshot_rows(report_snapshots(conn, build_id)),
+        "snapshots": listed,
+        "unlisted": unlisted,
         "counts": dict(view.counts),
         "baseline_builds": list(baseline_builds(conn, build_id)),
         "folder": report_folder(view.project, build_id),
@@ -72,6 +78,24 @@ def prepare(conn: Connection, job: Job, store: ArtifactStore) -> Payload:
         else None,
     }
     return cast(Payload, payload)
+
+
+def _listing(snapshots: Iterable[SnapshotView], budget: int) -> tuple[list[list[Any]], int]:
+    """The wire rows of `snapshots` (in report order) that fit in `budget` bytes, and how many
+    did not: a build of any size gets a report that fits in one frame, listing first what
+    needs a look."""
+    rows: list[list[Any]] = []
+    unlisted = 0
+    for row in snapshot_rows(snapshots):
+        if unlisted:
+            unlisted += 1
+            continue
+        budget -= len(msgpack.packb(row, use_bin_type=True))
+        if budget < 0:
+            unlisted = 1
+            continue
+        rows.append(row)
+    return rows, unlisted
 
 
 def _newest_of_branch(conn: Connection, build_id: int) -> bool:

@@ -38,7 +38,9 @@ def test_cancelling_a_queued_build_cancels_it_at_once(engine: Engine, tmp_path: 
         0,
         "cancelled",
     )
-    assert statuses(engine, jobs.c.status) == ["cancelled", "cancelled"]
+    # The captures cancelled; the build's end queued its report, which shows it cancelled.
+    assert statuses(engine, jobs.c.status) == ["cancelled", "cancelled", "queued"]
+    assert statuses(engine, jobs.c.kind) == ["capture", "capture", "publish"]
     assert statuses(engine, capture_shards.c.status) == ["cancelled", "cancelled"]
     assert statuses(engine, capture_attempts.c.status) == ["cancelled"]
 

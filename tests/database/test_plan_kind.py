@@ -122,7 +122,7 @@ def test_a_plan_that_cannot_open_its_storybook_fails_the_build_with_the_browser_
     assert build["error"] == (
         "the Storybook cannot be planned: Uncaught SyntaxError: Unexpected token '<'"
     )
-    assert [j["kind"] for j in rows(engine, jobs)] == ["plan"]
+    assert [j["kind"] for j in rows(engine, jobs)] == ["plan", "publish"]  # its report
 
 
 def test_a_plan_with_every_story_opted_out_fails_the_build_saying_so(

@@ -272,7 +272,7 @@ def test_an_ended_build_with_a_job_still_open_stays(
 
 def _run_one_job(engine: Engine, store: FolderStore) -> None:
     (job,) = claim(engine, limit=1)
-    assert settle(engine, job, capture.run(prepare(engine, job, store), lambda _: None), store)
+    assert settle(engine, job, capture.run(prepare(engine, job, store), lambda _: None))
 
 
 def test_builds_that_compare_with_each_other_go_in_an_order_the_keys_allow(
@@ -359,14 +359,8 @@ def write_storybook(folder: Path) -> Path:
 
 
 def run_jobs_but_plans(engine: Engine, store: FolderStore) -> None:
-    """`run_jobs` for the capture jobs only (a plan needs a browser): plans are put back."""
-    for job in claim(engine):
-        if job.kind == "plan":
-            with transaction(engine) as conn:
-                assert queue.release(conn, job.lease)
-            continue
-        result = capture.run(prepare(engine, job, store), lambda _: None)
-        assert settle(engine, job, result, store)
+    """`run_jobs` but for plans (a plan needs a browser): they are put back."""
+    run_jobs(engine, store, kinds=("capture", "publish"))
 
 
 # Step 3: stored files.
@@ -491,9 +485,10 @@ def test_a_dry_run_changes_nothing_and_counts_what_the_prune_then_deletes(
 
     assert everything(engine, store) == before
     assert dry.dry_run
-    # Three jobs (one on its own, one of each build), the branch build, and its diff,
-    # report and changed image (nobody's once the build is gone, and older than the grace).
-    assert (dry.jobs, dry.builds, dry.files) == (3, 1, 3)
+    # Five jobs (one on its own, a capture and a publish of each build), the branch build,
+    # and its diff, its report's folder (the page, the new and the blank image, the diff) and
+    # its changed image (nobody's once the build is gone, and older than the grace).
+    assert (dry.jobs, dry.builds, dry.files) == (5, 1, 6)
     done = prune_with(engine, store, keep_days=30)
     assert (done.jobs, done.builds, done.files, done.bytes) == (
         dry.jobs,
@@ -548,7 +543,7 @@ def test_prune_beside_a_concurrent_upload_and_a_running_build(
     assert status_of(engine, main.build_id) == "passed"
     assert rows_of(engine, running.build_id)["jobs"] == 1
 
-    assert settle(engine, job, capture.run(prepare(engine, job, store), lambda _: None), store)
+    assert settle(engine, job, capture.run(prepare(engine, job, store), lambda _: None))
     run_jobs(engine, store)
     queued = uploading.queued
     assert queued is not None
@@ -635,12 +630,14 @@ def test_the_command_prints_one_summary_line(
     assert run_cli(argv) == 0
     done = capsys.readouterr().out
 
-    assert dry.startswith("would delete 2 jobs, 1 builds, 2 files (")
+    # The branch build's capture and publish jobs, and its diff and report folder (the page,
+    # the new and baseline images and the diff).
+    assert dry.startswith("would delete 4 jobs, 1 builds, 5 files (")
     assert dry.rstrip().endswith("nothing changed (--dry-run)")
-    assert counts == {"dry_run": True, "jobs": 2, "builds": 1, "files": 2, "bytes": counts["bytes"]}
+    assert counts == {"dry_run": True, "jobs": 4, "builds": 1, "files": 5, "bytes": counts["bytes"]}
     assert counts["bytes"] > 0
     assert done.splitlines() == [done.strip()]
-    assert done.startswith("deleted 2 jobs, 1 builds, 2 files (") and "freed)" in done
+    assert done.startswith("deleted 4 jobs, 1 builds, 5 files (") and "freed)" in done
     assert status_of(engine, branch.build_id) is None
 
 

@@ -511,6 +511,25 @@ def test_no_report_is_prepared_for_an_unknown_or_unfinished_build(
     assert not (artifacts / "reports").exists()
 
 
+def test_a_build_too_large_to_list_whole_lists_what_needs_a_look_and_counts_the_rest(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing is bounded (`ipc.publish.LISTING_BYTES`, here made small): the changed
+    snapshot is listed, the unchanged ones at the end of the order are counted."""
+    monkeypatch.setattr(publish, "LISTING_BYTES", 1500)
+    artifacts = tmp_path / "artifacts"
+    for name in "abcdefgh":
+        write_png(tmp_path / "v1" / f"{name}.png", marks=BUTTON)
+        write_png(tmp_path / "v2" / f"{name}.png", marks=MOVED if name == "h" else BUTTON)
+    run_build(engine, artifacts, tmp_path / "v1")
+    queued = run_build(engine, artifacts, tmp_path / "v2", branch="feature")
+    tags = Tags(Path(report_url(engine, queued.build_id) or "").read_text())
+    listed = [s["data-status"] for s in tags.having("section", class_="snapshot")]
+    assert listed[0] == "changed" and set(listed[1:]) == {"unchanged"}
+    assert 1 < len(listed) < 8
+    assert f"{8 - len(listed)} more snapshots not listed" in tags.words()
+
+
 def test_a_picture_no_longer_stored_is_left_out_not_the_report(
     engine: Engine, tmp_path: Path
 ) -> None:
