@@ -63,11 +63,11 @@ import psutil
 from sqlalchemy import Connection, Engine, func, select, text
 
 from ipc import scratch
+from ipc.artifacts.keys import REPORTS_PREFIX as REPORTS_FOLDER
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
-from supervisor.builds.report import REPORTS_FOLDER, report_path
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import enqueue_build, store_images
 from supervisor.commands.build import BuildExit
@@ -1358,7 +1358,7 @@ class Evidence:
     duplicate_snapshots: list[tuple[int, str]]
     snapshot_names: dict[int, list[str]]
     events: list[dict[str, Any]]
-    #: Ended builds that `python -m supervisor build ID` left without a report file, and why.
+    #: Ended builds without a published report, and why; and those `build ID` could not show.
     reports_missing: list[str]
     #: Each build's commit, by its id.
     commits: dict[int, str] = field(default_factory=dict)
@@ -1372,13 +1372,26 @@ ENDED_VERDICTS = {BuildExit.PASSED, BuildExit.CHANGED, BuildExit.FAILED}
 
 
 def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
-    """Run `python -m supervisor build ID`, the way a user looks at a build, for each of
-    `build_ids` whose report is missing (at once: each is a process start; a build with its
-    report needs no mending), and say which still has no report after it. The artifact store
-    is the hosts' own: the folder, or the bucket (its endpoint and credentials are in the
-    soak's environment, which the command inherits)."""
+    """Check that each of `build_ids` (ended) has its report published: its `report_url`
+    recorded and its page stored, in the hosts' own store (the folder, or the bucket: its
+    endpoint and credentials are in the soak's environment). Then run `python -m supervisor
+    build ID` the way a user looks at a build (at once: each is a process start), which must
+    say the build's verdict."""
     store = soak_round.site.store()
-    build_ids = [b for b in build_ids if not store.exists(report_path(b))]
+    urls = retrying(
+        soak_round.engine,
+        lambda conn: dict(
+            conn.execute(select(builds.c.id, builds.c.report_url).where(builds.c.id.in_(build_ids)))
+            .tuples()
+            .all()
+        ),
+    )
+    missing = []
+    for build_id in build_ids:
+        url = urls.get(build_id)
+        key = url.removeprefix(f"{soak_round.site.location}/") if url else None
+        if key is None or not store.exists(key):
+            missing.append(f"build {build_id}: no published report ({url or 'none recorded'})")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     command = [
         sys.executable, "-m", "supervisor", "build",
@@ -1394,7 +1407,6 @@ def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
         )
         for build_id in build_ids
     }
-    missing = []
     for build_id, look in looks.items():
         _out, err = look.communicate(timeout=120)
         if look.returncode not in ENDED_VERDICTS:
@@ -1402,8 +1414,6 @@ def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
             missing.append(
                 f"build {build_id}: `build {build_id}` exited {look.returncode}: {last[0]}"
             )
-        elif not store.exists(report_path(build_id)):
-            missing.append(f"build {build_id}: no {report_path(build_id)} after `build {build_id}`")
     return missing
 
 
@@ -1481,17 +1491,19 @@ def every_build_ended(evidence: Evidence) -> list[str]:
     ]
 
 
-def reports_made_again(evidence: Evidence) -> list[str]:
-    """The report is a view, made after the commit: a folder that could not be written for a
-    while fails or retries no job and no write (the soak's cancels included), and looking at
-    an ended build makes its report if it is missing."""
+def reports_published(evidence: Evidence) -> list[str]:
+    """The report is a view, made by its build's `publish` job after the build's end commits:
+    a reports folder that could not be written for a while touches no other job (the soak's
+    cancels included), and every ended build has its report published in the end."""
     artifacts = evidence.round.site.folder
     # A folder's errors name the report's path; a bucket's, its key.
     named = str(artifacts / REPORTS_FOLDER) if artifacts is not None else f"{REPORTS_FOLDER}/"
     jobs_hit = {
         int(event["job_id"]): f"{event['event']}: {event['error']}"
         for event in evidence.events
-        if event.get("job_id") is not None and named in str(event.get("error", ""))
+        if event.get("job_id") is not None
+        and event.get("kind") != "publish"
+        and named in str(event.get("error", ""))
     }
     return (
         [f"job {job_id} {what}" for job_id, what in sorted(jobs_hit.items())]
@@ -1782,7 +1794,7 @@ INVARIANTS: dict[str, Check] = {
     "results equal the calm run's": results_equal_calm_run,
     "damaged images fail only their snapshot": damaged_images_fail_only_their_snapshot,
     "failures explained by injected faults": failures_explained,
-    "every ended build has its report after `build ID`": reports_made_again,
+    "every ended build has its report published": reports_published,
     "hosts exit only when told to: 0 after SIGTERM, or by the SIGKILL sent": (
         hosts_exit_only_when_told
     ),

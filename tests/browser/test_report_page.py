@@ -19,10 +19,11 @@ import pytest
 import pyvips
 from playwright.sync_api import ConsoleMessage, Page, Request
 from sqlalchemy import Engine
-from supervisor.builds.report.crop import crop_of
 
 from child.browser.launch import ChildBrowser
-from supervisor.builds.view import BuildView, load_build
+from child.report.crop import crop_of
+from ipc.build_view import BuildView
+from supervisor.builds.view import load_build
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from tests.capture_helpers import run_build, write_png
@@ -71,8 +72,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
             view = load_build(conn, queued.build_id)
     finally:
         engine.dispose()
-    assert view is not None and view.report_path is not None
-    yield Built(view, artifacts / view.report_path)
+    assert view is not None and view.report_url is not None
+    yield Built(view, Path(view.report_url))
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""A report that cannot be written, on a real host: the host, the job and the build carry on."""
+"""A report that cannot be published, on a real host: the host, the capture jobs and the build
+carry on; the publish job fails saying why, and `build ID` queues it again."""
 
 from __future__ import annotations
 
@@ -25,21 +26,27 @@ def test_a_host_whose_reports_folder_is_blocked_ends_the_build_and_build_id_mend
     host = start_host(*FAST, "--drain")
     assert host.wait(60) == 0, host.log_tail()
     with engine.connect() as conn:
-        statuses = set(conn.execute(select(jobs.c.status)).scalars())
+        ended = conn.execute(select(jobs.c.kind, jobs.c.status, jobs.c.error)).all()
         build = conn.execute(select(builds).where(builds.c.id == queued.build_id)).one()
-    assert statuses == {"completed"}
-    assert (build.status, build.report_path) == ("passed", None)
-    (failure,) = host.events("cannot write the report")
-    assert (failure["build_id"], failure["level"]) == (queued.build_id, "error")
+    assert sorted((kind, status) for kind, status, _ in ended) == [
+        ("capture", "completed"),
+        ("capture", "completed"),
+        ("publish", "failed"),
+    ]
+    (error,) = [error for kind, _, error in ended if kind == "publish"]
+    assert "Not a directory" in error and "reports" in error
+    assert (build.status, build.report_url) == ("passed", None)
     assert host.events("cannot record the job's results") == []
 
     (artifacts / "reports").unlink()
-    shown = subprocess.run(
-        [sys.executable, "-m", "supervisor", "build", str(queued.build_id),
-         "--database-url", database_url, "--artifacts", str(artifacts)],
-        capture_output=True, text=True, cwd=ROOT, check=False,
-    )  # fmt: skip
-    report = artifacts / f"reports/build-{queued.build_id}.html"
+    command = [sys.executable, "-m", "supervisor", "build", str(queued.build_id),
+               "--database-url", database_url, "--artifacts", str(artifacts)]  # fmt: skip
+    shown = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
     assert shown.returncode == 0, shown.stderr
+    assert "report    being published (job 4 queued)" in shown.stdout
+    host = start_host(*FAST, "--drain")
+    assert host.wait(60) == 0, host.log_tail()
+    shown = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    report = artifacts / f"reports/web/{queued.build_id}/index.html"
     assert f"report    {report}" in shown.stdout
     assert report.is_file()

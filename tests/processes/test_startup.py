@@ -53,7 +53,7 @@ def test_the_parent_never_imports_pyvips(tmp_path: Path) -> None:
         f"""
         import sys
         from pathlib import Path
-        import supervisor.commands.main, supervisor.commands.demo, supervisor.builds.capture, supervisor.builds.report
+        import supervisor.commands.main, supervisor.commands.demo, supervisor.builds.capture, supervisor.builds.publish
         from supervisor.host.settings import HostSettings
         from supervisor.host.loop import Host
         host = Host(HostSettings(database_url="sqlite:///{tmp_path}/db.sqlite", artifacts="{tmp_path}", concurrency=1))

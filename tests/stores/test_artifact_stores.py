@@ -85,6 +85,50 @@ def test_a_writer_stores_only_a_block_that_ended_well(store: ArtifactStore) -> N
     assert not store.exists("reports/build-3.html")
 
 
+def test_copies_within_the_store_are_whole_and_name_the_sources_not_stored(
+    store: ArtifactStore,
+) -> None:
+    store.put_bytes("images/ab/one.png", b"\x89PNG one")
+    store.put_bytes("diffs/1/d.png", b"\x89PNG diff")
+    missing = store.copy_files(
+        [
+            ("images/ab/one.png", "reports/web/1/images/ab/one.png"),
+            ("diffs/1/d.png", "reports/web/1/diffs/1/d.png"),
+            ("images/cd/gone.png", "reports/web/1/images/cd/gone.png"),
+        ]
+    )
+    assert missing == {"images/cd/gone.png"}
+    assert store.read_bytes("reports/web/1/images/ab/one.png") == b"\x89PNG one"
+    assert store.read_bytes("reports/web/1/diffs/1/d.png") == b"\x89PNG diff"
+    assert not store.exists("reports/web/1/images/cd/gone.png")
+    # A copy is a file of its own: the source may go (prune) and the report keeps its picture.
+    store.delete(["images/ab/one.png"])
+    assert store.read_bytes("reports/web/1/images/ab/one.png") == b"\x89PNG one"
+    assert store.copy_files([]) == set()
+
+
+def test_a_bucket_serves_pages_and_images_as_what_they_are(s3_store: S3Store) -> None:
+    """A report in a bucket opens in a browser: each object has its content type."""
+    s3_store.put_bytes("reports/web/1/index.html", b"<html>")
+    s3_store.put_bytes("images/ab/one.png", b"\x89PNG")
+    s3_store.put_bytes("reports/web/latest/main", b"<html>", content_type="text/html")
+    s3_store.copy_files([("images/ab/one.png", "reports/web/1/images/ab/one.png")])
+    client = s3_store._client()
+    kinds = {
+        key: client.head_object(Bucket=s3_store.bucket, Key=s3_store._key(key))["ContentType"]
+        for key in (
+            "reports/web/1/index.html",
+            "reports/web/latest/main",
+            "reports/web/1/images/ab/one.png",
+        )
+    }
+    assert kinds == {
+        "reports/web/1/index.html": "text/html",
+        "reports/web/latest/main": "text/html",
+        "reports/web/1/images/ab/one.png": "image/png",
+    }
+
+
 def test_listing_gives_every_key_under_a_prefix_with_size_and_time(store: ArtifactStore) -> None:
     before = time.time() - 60
     store.put_bytes("images/aa/1.png", b"1")
