@@ -8,6 +8,7 @@ in one line and exits 3 without claiming.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from ipc.artifacts.s3 import S3Store
+from ipc.publish import report_index
 from supervisor.db.tables import builds
 from tests.artifact_stores import new_store
 from tests.capture_helpers import screens, upload
@@ -69,7 +71,27 @@ def test_a_job_that_met_a_store_gone_away_is_retried_and_completes_once_it_is_ba
     with engine.connect() as conn:
         status = conn.execute(select(builds.c.status).where(builds.c.id == queued.build_id))
         assert status.scalar_one() == "passed"
+    # The build's end queued its report, published in the bucket by the same host.
+    url = wait_for(lambda: report_url(engine, queued.build_id), timeout=30)
+    index = report_index("web", queued.build_id)
+    assert url == bucket.where(index)
+    page = bucket.read_bytes(index).decode()
+    folder = index.rsplit("/", 1)[0]
+    copies = {f"{folder}/{link}" for link in re.findall(r'src="(images/[^"]+)"', page)}
+    assert copies and set(bucket.written(copies)) == copies  # every picture beside its page
+    assert (
+        f"url=../{queued.build_id}/index.html"
+        in bucket.read_bytes("reports/web/latest/main").decode()
+    )
     assert host.stop() == 0
+
+
+def report_url(engine: Engine, build_id: int) -> str | None:
+    with engine.connect() as conn:
+        url: str | None = conn.execute(
+            select(builds.c.report_url).where(builds.c.id == build_id)
+        ).scalar_one()
+    return url
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
