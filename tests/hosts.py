@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+import pytest
 from sqlalchemy import Engine, select
 
 from supervisor.db import queue
@@ -182,3 +183,9 @@ def running_child(host: HostProcess, job_id: int, timeout: float = 20.0) -> int:
     sent, and a child killed before it accepts the job costs no crash.
     """
     return int(host.wait_for_event("job accepted", timeout, job_id=job_id)["child_pid"])
+
+
+#: For a test of the host's own supervision (its children, signals, forks and limits), whose
+#: database statements are those the tests on both databases already run: on SQLite only, so
+#: that the suite stays within its time.
+SUPERVISION_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

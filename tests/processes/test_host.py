@@ -1,4 +1,5 @@
-"""The host with real forked children and real signals, on PostgreSQL and SQLite."""
+"""The host with real forked children and real signals, on PostgreSQL and SQLite (the tests of
+supervision alone, `SUPERVISION_ONLY`, on SQLite)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from supervisor.commands.main import main as cli_main
 from tests.hosts import (
     FAST,
     ROOT,
+    SUPERVISION_ONLY,
     StartHost,
     ended,
     enqueue,
@@ -71,6 +73,7 @@ def test_job_that_keeps_crashing_is_failed_while_others_complete(
     assert {ended(engine, job_id)["status"] for job_id in good} == {"completed"}
 
 
+@SUPERVISION_ONLY
 def test_a_hung_child_is_killed_after_the_stall_time(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "hang", {}, max_attempts=10)
     host = start_host(*FAST, "--max-crashes", "2")
@@ -82,6 +85,7 @@ def test_a_hung_child_is_killed_after_the_stall_time(engine: Engine, start_host:
     assert len(re.findall(r'tests/kinds\.py", line \d+ in _hang', log)) == 2, log[-3000:]
 
 
+@SUPERVISION_ONLY
 def test_garbled_frame_kills_the_child_and_counts_a_crash(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -95,6 +99,7 @@ def test_garbled_frame_kills_the_child_and_counts_a_crash(
     assert host.process.poll() is None
 
 
+@SUPERVISION_ONLY
 def test_oversized_frame_is_a_protocol_error(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "garble", {"hex": "7fffffff00"}, max_attempts=10)
     start_host(*FAST, "--max-crashes", "1")
@@ -155,6 +160,7 @@ def test_second_signal_releases_at_once(engine: Engine, start_host: StartHost) -
     assert job(engine, job_id)["status"] == "queued"
 
 
+@SUPERVISION_ONLY
 def test_child_over_the_hard_memory_limit_is_killed(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "eat", {"mib": 400, "seconds": 5}, max_attempts=10)
     start_host(*FAST, "--hard-rss-mib", "250", "--max-crashes", "1")
@@ -163,6 +169,7 @@ def test_child_over_the_hard_memory_limit_is_killed(engine: Engine, start_host: 
     assert row["error"] == "eat kept crashing its worker: memory limit x1"
 
 
+@SUPERVISION_ONLY
 def test_child_over_the_soft_memory_limit_is_recycled_after_its_job(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -179,6 +186,7 @@ def test_child_over_the_soft_memory_limit_is_recycled_after_its_job(
     assert host.events("child over the soft memory limit; recycling after its job")
 
 
+@SUPERVISION_ONLY
 def test_children_dying_too_fast_make_the_host_back_off_and_say_so(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -190,6 +198,7 @@ def test_children_dying_too_fast_make_the_host_back_off_and_say_so(
     assert host.process.poll() is None
 
 
+@SUPERVISION_ONLY
 def test_children_die_with_the_host(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "sleep", {"seconds": 60})
     host = start_host(*FAST)
@@ -228,6 +237,7 @@ def test_status_lists_running_jobs_with_their_child(
     host.stop()
 
 
+@SUPERVISION_ONLY
 def test_sigterm_while_the_host_starts_drains_it_and_exits_0(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -238,6 +248,7 @@ def test_sigterm_while_the_host_starts_drains_it_and_exits_0(
     assert host.events("draining")
 
 
+@SUPERVISION_ONLY
 def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "spawn", {}, max_attempts=10)
     host = start_host(*FAST, "--max-crashes", "1")
@@ -249,6 +260,7 @@ def test_killing_a_child_kills_what_it_started(engine: Engine, start_host: Start
     )
 
 
+@SUPERVISION_ONLY
 def test_a_child_that_crashes_on_its_own_leaves_nothing_it_started(
     engine: Engine, start_host: StartHost, tmp_path: Path
 ) -> None:
@@ -270,6 +282,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@SUPERVISION_ONLY
 def test_host_sleeps_while_its_children_work(engine: Engine, start_host: StartHost) -> None:
     first, second = (enqueue(engine, "sleep", {"seconds": 6, "step": 1.0}) for _ in range(2))
     host = start_host(*FAST)

@@ -20,7 +20,16 @@ from sqlalchemy import Engine, select
 from supervisor.db.tables import builds, jobs
 from tests.capture_helpers import upload, write_png
 from tests.cgroups import confine, pids_cgroup
-from tests.hosts import FAST, ROOT, HostProcess, StartHost, ended, enqueue, wait_for
+from tests.hosts import (
+    FAST,
+    ROOT,
+    SUPERVISION_ONLY,
+    HostProcess,
+    StartHost,
+    ended,
+    enqueue,
+    wait_for,
+)
 
 
 def fork_server_of(host: HostProcess) -> psutil.Process:
@@ -48,6 +57,7 @@ def ready_children(host: HostProcess, count: int) -> list[int]:
     return wait_for(ready)
 
 
+@SUPERVISION_ONLY
 @pytest.mark.parametrize(
     ("refused", "headroom"),
     [("the fork server's fork", 0), ("the intermediate's fork", 1)],
@@ -78,6 +88,7 @@ def test_refused_forks_back_off_and_recover(
     assert host.stop() == 0
 
 
+@SUPERVISION_ONLY
 def test_a_fork_server_that_cannot_be_restarted_is_retried(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -128,6 +139,7 @@ def test_a_fork_server_killed_around_a_spawn_is_replaced(
     assert host.stop() == 0
 
 
+@SUPERVISION_ONLY
 def test_a_child_that_never_says_hello_is_killed_and_replaced(
     engine: Engine, database_url: str, tmp_path: Path
 ) -> None:
@@ -175,6 +187,7 @@ def test_a_child_that_dies_right_after_accepting_counts_a_crash(
     assert host.events("child died before accepting the job; giving it back") == []
 
 
+@SUPERVISION_ONLY
 def test_a_payload_too_large_for_a_frame_fails_its_job_only(
     engine: Engine, start_host: StartHost
 ) -> None:
@@ -204,6 +217,7 @@ def test_bookkeeping_that_raises_fails_the_job_and_the_host_goes_on(
     assert host.process.poll() is None
 
 
+@SUPERVISION_ONLY
 def test_a_child_without_threads_gives_its_job_back_unspent_and_the_build_ends_well(
     engine: Engine, start_host: StartHost, tmp_path: Path
 ) -> None:
