@@ -84,7 +84,9 @@ def report_snapshots(conn: Connection, build_id: int) -> Iterator[SnapshotView]:
         {status: index for index, status in enumerate(REPORT_ORDER)}, value=snapshots.c.status
     )
     query = _snapshots_query(build_id).order_by(order, snapshots.c.name)
-    rows = conn.execution_options(yield_per=STREAM_ROWS).execute(query)
+    # On the statement, not the connection: a connection's options stay with it, and every later
+    # statement (savepoints included) would open a server-side cursor.
+    rows = conn.execute(query.execution_options(yield_per=STREAM_ROWS))
     for row in rows:
         yield snapshot_from_values(row)
 
