@@ -13,6 +13,7 @@ stays one folder, and no name can climb out with `..`. A branch keeps its `/` as
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypedDict
 from urllib.parse import quote
 
@@ -65,6 +66,22 @@ def pointer_target(branch: str, build_id: int) -> str:
     """Build `build_id`'s report page as linked from `branch`'s pointer (relative: up from
     `latest/<branch parts>` to the project's reports)."""
     return "../" * len(_branch_parts(branch)) + f"{build_id}/{INDEX}"
+
+
+def pointer_meta(build_id: int) -> str:
+    """The tag by which a pointer page names the build it points at: the next publish of its
+    branch reads it to never point back at an older build, and prune to drop a pointer whose
+    build it deletes."""
+    return f'<meta name="storyshelf-build" content="{build_id}">'
+
+
+_POINTED = re.compile(r'<meta name="storyshelf-build" content="(\d+)">')
+
+
+def pointed_build(page: bytes) -> int | None:
+    """The build a pointer page points at (`pointer_meta`), None if it names none."""
+    found = _POINTED.search(page.decode("utf-8", "replace"))
+    return None if found is None else int(found.group(1))
 
 
 def other_report(build_id: int) -> str:

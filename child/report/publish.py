@@ -10,7 +10,6 @@ the result, and the page shows it broken: one missing file does not cost the bui
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from html import escape
 from typing import Any, cast
@@ -22,14 +21,19 @@ from child.worker.handlers import Progress
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore
 from ipc.build_view import BuildView, SnapshotView, build_from_wire, snapshot_from_values
-from ipc.publish import INDEX, PublishPayload, PublishResult, pointer_target
+from ipc.publish import (
+    INDEX,
+    PublishPayload,
+    PublishResult,
+    pointed_build,
+    pointer_meta,
+    pointer_target,
+)
 
 log = structlog.get_logger(__name__)
 
 #: Files copied between two beats: a bucket copies a few dozen a second.
 COPY_BATCH = 64
-#: How a pointer page names the build it points at, for the next publish to read.
-POINTED = re.compile(r'<meta name="storyshelf-build" content="(\d+)">')
 
 
 def run(data: dict[str, Any], progress: Progress) -> PublishResult:
@@ -90,10 +94,10 @@ def _point(store: ArtifactStore, key: str, view: BuildView) -> None:
     """Point `key` (the branch's `latest` page) at `view`'s report, unless it already points at
     a newer build: two builds of a branch may publish in either order."""
     try:
-        found = POINTED.search(store.read_bytes(key).decode("utf-8", "replace"))
+        pointed = pointed_build(store.read_bytes(key))
     except (ArtifactMissing, FileNotFoundError):  # a bucket's missing key, a folder's
-        found = None
-    if found is not None and int(found.group(1)) > view.id:
+        pointed = None
+    if pointed is not None and pointed > view.id:
         return
     store.put_bytes(key, pointer_page(view), content_type="text/html; charset=utf-8")
 
@@ -105,7 +109,7 @@ def pointer_page(view: BuildView) -> bytes:
     return (
         "<!doctype html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="storyshelf-build" content="{view.id}">'
+        f"{pointer_meta(view.id)}"
         f'<meta http-equiv="refresh" content="0; url={target}">'
         f"<title>{title}</title></head>"
         f'<body><p>The newest report: <a href="{target}">{title}</a></p></body></html>\n'

@@ -48,7 +48,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ipc.artifacts.keys import DIFFS_PREFIX, IMAGES_PREFIX, REPORTS_PREFIX
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoredObject
-from ipc.publish import report_folder
+from ipc.publish import latest_pointer, pointed_build, report_folder
 from ipc.storybook import MANIFEST_VERSION, STORYBOOKS_PREFIX, file_key
 from supervisor.builds.reduce import OPEN_BUILD_STATES
 from supervisor.db import queue
@@ -145,6 +145,14 @@ class Pruned:
 
 
 @dataclass(frozen=True)
+class ReportKeys:
+    """Where a build's published report is: its folder, and its branch's pointer."""
+
+    folder: str
+    pointer: str
+
+
+@dataclass(frozen=True)
 class BuildPlan:
     """The builds to delete, in waves: every build that compares with a build of a wave is
     in an earlier wave, so that deleting wave by wave never breaks a foreign key."""
@@ -152,8 +160,9 @@ class BuildPlan:
     waves: tuple[tuple[int, ...], ...]
     #: Builds past the cutoff that stay, by why.
     kept: Mapping[int, KeptBecause]
-    #: Each doomed build's report folder (`ipc.publish.report_folder`).
-    reports: Mapping[int, str]
+    #: Each doomed build's report folder (`ipc.publish.report_folder`) and its branch's
+    #: `latest` pointer (`ipc.publish.latest_pointer`), which goes with it if it points at it.
+    reports: Mapping[int, ReportKeys]
 
     @property
     def doomed(self) -> frozenset[int]:
@@ -344,14 +353,17 @@ def _ended_before(cutoff: datetime) -> ColumnElement[bool]:
     )
 
 
-def _past_cutoff(conn: Connection, cutoff: datetime) -> dict[int, str]:
-    """The builds that ended before `cutoff` with no open job, and their report folders."""
+def _past_cutoff(conn: Connection, cutoff: datetime) -> dict[int, ReportKeys]:
+    """The builds that ended before `cutoff` with no open job, and where their reports are."""
     rows = conn.execute(
-        select(builds.c.id, projects.c.name)
+        select(builds.c.id, builds.c.branch, projects.c.name)
         .join(projects, projects.c.id == builds.c.project_id)
         .where(_ended_before(cutoff))
     )
-    return {row.id: report_folder(row.name, row.id) for row in rows}
+    return {
+        row.id: ReportKeys(report_folder(row.name, row.id), latest_pointer(row.name, row.branch))
+        for row in rows
+    }
 
 
 def _baseline_builds(conn: Connection) -> set[int]:
@@ -427,16 +439,24 @@ def _batches(waves: Sequence[Sequence[int]]) -> Iterator[list[int]]:
 
 
 def _build_files(
-    store: ArtifactStore, batch: Sequence[int], folders: Mapping[int, str]
+    store: ArtifactStore, batch: Sequence[int], reports: Mapping[int, ReportKeys]
 ) -> dict[str, int]:
     """The stored files of `batch`'s builds, with their sizes: every diff under
-    `diffs/<id>/`, every file of the report's folder, and the single page reports had before
-    they were published as folders (`reports/build-<id>.html`, counted without its size: a
-    store says when a key was written, not how big it is, without listing its whole folder)."""
+    `diffs/<id>/`, every file of the report's folder, the branch's `latest` pointer when it
+    points at one of them (a newer build of the branch would have pointed it on: this one was
+    the newest to publish, and a pointer to a deleted report is a broken link), and the single
+    page reports had before they were published as folders (`reports/build-<id>.html`,
+    counted without its size: a store says when a key was written, not how big it is, without
+    listing its whole folder)."""
     found: dict[str, int] = {}
     for build in batch:
-        for prefix in (f"{DIFFS_PREFIX}/{build}/", f"{folders[build]}/"):
+        for prefix in (f"{DIFFS_PREFIX}/{build}/", f"{reports[build].folder}/"):
             found.update((item.key, item.size) for item in store.listing(prefix))
+    pointers = {reports[build].pointer for build in batch}
+    for pointer in sorted(store.written(pointers)):
+        page = store.read_bytes(pointer)
+        if pointed_build(page) in batch:
+            found[pointer] = len(page)
     legacy = [f"{REPORTS_PREFIX}/build-{build}.html" for build in batch]
     found.update(dict.fromkeys(store.written(legacy), 0))
     return found

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, func, select, update
 
 from child.capture import shard as capture
 from ipc.artifacts.folder import FolderStore
-from ipc.publish import report_index
+from ipc.publish import latest_pointer, report_index
 from supervisor.builds import prune as prune_module
 from supervisor.builds import uploads
 from supervisor.builds.prune import Pruned, Retention, database_now, prune
@@ -196,7 +196,7 @@ def test_keep_days_zero_takes_every_finished_job_and_no_open_one(
 # Step 2: builds.
 
 
-def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_and_report(
+def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_report_and_pointer(
     engine: Engine, store: FolderStore, tmp_path: Path
 ) -> None:
     main = run_build(engine, store, screens(tmp_path / "main", a=(), b=()))
@@ -208,6 +208,7 @@ def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_and_repor
     assert len(diffs) == 1
     assert store.exists(report_index("web", branch.build_id))
     report_files = stored(store, f"reports/web/{branch.build_id}/")
+    assert store.exists(latest_pointer("web", "feature"))
     age_build(engine, main.build_id, 40)
     age_build(engine, branch.build_id, 40)
 
@@ -219,8 +220,27 @@ def test_an_old_ended_build_no_baseline_needs_goes_with_its_rows_diffs_and_repor
     assert stored(store, f"reports/web/{branch.build_id}/") == set()
     assert rows_of(engine, main.build_id)["snapshots"] == 2
     assert store.exists(report_index("web", main.build_id))
+    # Its branch's pointer pointed at it alone; main's points at a build that stays.
+    assert not store.exists(latest_pointer("web", "feature"))
+    assert store.exists(latest_pointer("web", "main"))
     # Its changed image is nobody's now, but was written just now: the grace keeps it.
-    assert pruned.files == len(diffs) + len(report_files)  # the diff, the report's folder
+    assert pruned.files == len(diffs) + len(report_files) + 1  # the diff, the report, the pointer
+
+
+def test_a_pointer_at_a_newer_build_stays_when_an_older_build_of_its_branch_goes(
+    engine: Engine, store: FolderStore, tmp_path: Path
+) -> None:
+    run_build(engine, store, screens(tmp_path / "main", a=()))
+    older = run_build(engine, store, screens(tmp_path / "old", a=((1, 1, 2, 2),)), branch="f")
+    newer = run_build(engine, store, screens(tmp_path / "new", a=((3, 3, 2, 2),)), branch="f")
+    pointer = store.read_bytes(latest_pointer("web", "f"))
+    age_build(engine, older.build_id, 40)
+
+    pruned = prune_with(engine, store, keep_days=30)
+
+    assert pruned.builds == 1 and status_of(engine, older.build_id) is None
+    assert store.read_bytes(latest_pointer("web", "f")) == pointer
+    assert store.exists(report_index("web", newer.build_id))
 
 
 def test_a_baseline_build_stays_however_old_and_so_do_its_images(
@@ -486,9 +506,10 @@ def test_a_dry_run_changes_nothing_and_counts_what_the_prune_then_deletes(
     assert everything(engine, store) == before
     assert dry.dry_run
     # Five jobs (one on its own, a capture and a publish of each build), the branch build,
-    # and its diff, its report's folder (the page, the new and the blank image, the diff) and
-    # its changed image (nobody's once the build is gone, and older than the grace).
-    assert (dry.jobs, dry.builds, dry.files) == (5, 1, 6)
+    # and its diff, its report's folder (the page, the new and the blank image, the diff), its
+    # branch's pointer and its changed image (nobody's once the build is gone, and older than
+    # the grace).
+    assert (dry.jobs, dry.builds, dry.files) == (5, 1, 7)
     done = prune_with(engine, store, keep_days=30)
     assert (done.jobs, done.builds, done.files, done.bytes) == (
         dry.jobs,
@@ -630,14 +651,14 @@ def test_the_command_prints_one_summary_line(
     assert run_cli(argv) == 0
     done = capsys.readouterr().out
 
-    # The branch build's capture and publish jobs, and its diff and report folder (the page,
-    # the new and baseline images and the diff).
-    assert dry.startswith("would delete 4 jobs, 1 builds, 5 files (")
+    # The branch build's capture and publish jobs, and its diff, report folder (the page,
+    # the new and baseline images and the diff) and branch pointer.
+    assert dry.startswith("would delete 4 jobs, 1 builds, 6 files (")
     assert dry.rstrip().endswith("nothing changed (--dry-run)")
-    assert counts == {"dry_run": True, "jobs": 4, "builds": 1, "files": 5, "bytes": counts["bytes"]}
+    assert counts == {"dry_run": True, "jobs": 4, "builds": 1, "files": 6, "bytes": counts["bytes"]}
     assert counts["bytes"] > 0
     assert done.splitlines() == [done.strip()]
-    assert done.startswith("deleted 4 jobs, 1 builds, 5 files (") and "freed)" in done
+    assert done.startswith("deleted 4 jobs, 1 builds, 6 files (") and "freed)" in done
     assert status_of(engine, branch.build_id) is None
 
 
