@@ -3,7 +3,8 @@
 A handler gets the payload the parent prepared (everything it needs: the child never opens the
 database) and a `progress` callback to call after each unit of work, which renews the job's
 lease and proves the child is not hung. It returns the result (msgpack-able) or raises; a raised
-error is sent to the parent, which retries the job with backoff.
+error is sent to the parent, which retries the job with backoff, unless it is a
+`ipc.failures.PermanentFailure`: that job fails at once.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from typing import Any, NoReturn
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
 from child.worker.resources import OutOfResources
+from ipc.failures import JobError, PermanentFailure
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode
 from ipc.messages import (
     PROTOCOL_VERSION,
@@ -204,6 +205,9 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
         end = encode(Cancelled(run.job_id))
     except OutOfResources as error:
         end = encode(Unable(run.job_id, _bounded(str(error))))
+    except JobError as error:  # said for people: the message alone
+        final = isinstance(error, PermanentFailure)
+        end = encode(Failed(run.job_id, _bounded(str(error)), final=final))
     except Exception as error:
         detail = "".join(traceback.format_exception_only(error)).strip()
         end = encode(Failed(run.job_id, _bounded(detail)))
