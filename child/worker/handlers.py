@@ -25,6 +25,7 @@ def _noop(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 def registered_handlers() -> dict[str, Handler]:
     """The built-in handlers, then those of the plugin modules (`ipc.plugins`)."""
     from child.capture import shard
+    from child.notify import post
     from child.report import publish
     from child.storybook import plan
 
@@ -32,6 +33,7 @@ def registered_handlers() -> dict[str, Handler]:
         "capture": shard.run,
         "plan": plan.run,
         "publish": publish.run,
+        "notify": post.run,
         "noop": _noop,
     }
     for module in plugin_modules():
