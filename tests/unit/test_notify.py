@@ -93,6 +93,15 @@ def test_an_answer_other_than_2xx_says_whether_a_retry_could_help(
     assert error in str(raised.value)
 
 
+def test_a_webhook_slow_to_answer_beats_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress while the POST waits, so a slow webhook is never taken for a hung child."""
+    monkeypatch.setattr(post, "BEAT_SECONDS", 0.05)
+    details: list[dict[str, Any]] = []
+    with webhook_server(Answer(delay_seconds=0.5)) as server:
+        post.run(payload(server.url), details.append)
+    assert sum("waiting_seconds" in detail for detail in details) >= 3
+
+
 def test_the_quoted_line_of_the_answer_is_cut_short() -> None:
     with (
         webhook_server(Answer(400, b"x" * 5000)) as server,
