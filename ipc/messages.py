@@ -6,6 +6,8 @@ that is the job's crash and a death before it is the host's fault. While it work
 sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`,
 or `Unable` when it ran out of threads, memory or disk: the host's trouble, not the job's.
 `Stop` asks an idle child to exit (recycling). Anything else on the wire is a protocol error.
+A `Failed` with `final` set is a failure no retry can mend (`ipc.failures.PermanentFailure`):
+the parent fails the job at once instead of retrying it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 #: Bumped whenever a message changes shape; a child of another version is refused.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 #: The signal a child answers by writing every thread's Python stack to its stderr (the host's
 #: log): sent to a child about to be killed as hung, so that the log says where it was stuck.
 STACK_DUMP_SIGNAL = signal.SIGUSR1
@@ -73,6 +75,8 @@ class Failed:
     type: ClassVar[Literal["failed"]] = "failed"
     job_id: int
     error: str
+    #: No retry can mend it: fail the job now, whatever attempts it has left.
+    final: bool = False
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 from child.worker.handlers import Handler, Progress
 from ipc import scratch
+from ipc.failures import JobError, PermanentFailure
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.builds.reduce import ReduceOutcome
 from supervisor.db.queue import Job
@@ -48,6 +49,7 @@ def _close_badly(_conn: object, job: Job, error: str) -> ReduceOutcome:
 def parent_kinds() -> dict[str, Kind]:
     names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write", "oversize")
     kinds = {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
+    kinds["give_up"] = Kind("give_up", accepts=_accepts)
     kinds["huge"] = Kind("huge", accepts=_accepts, prepare=_huge_payload)  # type: ignore[arg-type]
     kinds["fail_badly"] = Kind(
         "fail_badly",
@@ -69,6 +71,12 @@ def _sleep(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
 
 def _fail(payload: dict[str, Any], progress: Progress) -> None:
     raise RuntimeError(payload.get("message", "handler failed"))
+
+
+def _give_up(payload: dict[str, Any], progress: Progress) -> None:
+    """Fail in words for people: for good (`PermanentFailure`), or, with `retry`, to be retried."""
+    failure = JobError if payload.get("retry") else PermanentFailure
+    raise failure(payload.get("message", "no retry can mend this"))
 
 
 def _crash(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -169,6 +177,7 @@ def child_handlers() -> dict[str, Handler]:
         "sleep": _sleep,
         "fail": _fail,
         "fail_badly": _fail,
+        "give_up": _give_up,
         "huge": _sleep,
         "crash": _crash,
         "hang": _hang,

@@ -31,11 +31,13 @@ import socket
 import threading
 import traceback
 from collections import deque
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from child.worker.engine import check_engine
 from child.worker.handlers import Handler
 from child.worker.resources import OutOfResources
+from ipc.failures import JobError, PermanentFailure
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode
 from ipc.messages import (
     PROTOCOL_VERSION,
@@ -195,25 +197,38 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
             raise JobCancelled
 
     handler = handlers.get(run.kind)
-    channel.start(run.job_id)
-    try:
+
+    def work() -> Any:
         if handler is None:
             raise LookupError(f'no handler registered for job kind "{run.kind}" in the child')
-        result = handler(run.payload, progress)
-    except JobCancelled:
-        end = encode(Cancelled(run.job_id))
-    except OutOfResources as error:
-        end = encode(Unable(run.job_id, _bounded(str(error))))
-    except Exception as error:
-        detail = "".join(traceback.format_exception_only(error)).strip()
-        end = encode(Failed(run.job_id, _bounded(detail)))
-    else:
-        end = _result_frame(Done(run.job_id, result))
+        return handler(run.payload, progress)
+
+    channel.start(run.job_id)
+    ending = end_of(run.job_id, work)
+    end = _result_frame(ending) if isinstance(ending, Done) else encode(ending)
     following = channel.waiting_run()
     if following is not None:
         end += encode(Accepted(following.job_id))
     channel.end(end)
     return following is not None
+
+
+def end_of(job_id: int, work: Callable[[], Any]) -> Done | Failed | Cancelled | Unable:
+    """How job `job_id` ended, as the parent is told: `work`'s result, or what it raised as a
+    value (a cancel, resources the child lacked, a failure in its own words or final, any
+    other error with its type)."""
+    try:
+        result = work()
+    except JobCancelled:
+        return Cancelled(job_id)
+    except OutOfResources as error:
+        return Unable(job_id, _bounded(str(error)))
+    except JobError as error:  # said for people: the message alone
+        return Failed(job_id, _bounded(str(error)), final=isinstance(error, PermanentFailure))
+    except Exception as error:
+        detail = "".join(traceback.format_exception_only(error)).strip()
+        return Failed(job_id, _bounded(detail))
+    return Done(job_id, result)
 
 
 def _result_frame(done: Done) -> bytes:

@@ -6,7 +6,12 @@ shard, a crash, an expired lease, `cancel`), and a report that cannot be written
 publish job its retries, never the build its verdict. The child makes the folder
 (`child.report.publish`); `prepare` reads what it shows, and `record` keeps where it opens.
 
-Job data: `{"build_id": int}`.
+The publish job a build's end queues also says `notify`: when it ends, published or not
+(`record`, `on_failed`, `on_cancelled`), it queues the build's webhook notifications
+(`supervisor.builds.notify`), which then carry the report's URL or null. A report published
+again (`mend`, migration 0007) notifies nobody a second time.
+
+Job data: `{"build_id": int}`, and `"notify": true` from the build's end.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from ipc.publish import (
 )
 from supervisor.builds.ended import PUBLISH_KIND, queue_publish
 from supervisor.builds.kinds import Kind, Payload
+from supervisor.builds.notify import queue_notifications
 from supervisor.builds.reduce import ReduceOutcome
 from supervisor.builds.view import baseline_builds, load_build, report_snapshots
 from supervisor.db.queue import Job
@@ -46,10 +52,11 @@ def accepts(data: Any) -> bool:
     build_id = data.get("build_id") if isinstance(data, Mapping) else None
     return (
         isinstance(data, Mapping)
-        and set(data) == {"build_id"}
+        and set(data) <= {"build_id", "notify"}
         and isinstance(build_id, int)
         and not isinstance(build_id, bool)
         and build_id > 0
+        and isinstance(data.get("notify", False), bool)
     )
 
 
@@ -128,6 +135,7 @@ def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
     ):
         raise ResultError(f"publish job {job.id}: the result is not this build's report")
     conn.execute(update(builds).where(builds.c.id == build_id).values(report_url=result["url"]))
+    _notify_if_asked(conn, job)
     log.info(
         "report published",
         job_id=job.id,
@@ -137,6 +145,25 @@ def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
         missing=len(result["missing"]),
     )
     return "skipped"
+
+
+def on_failed(conn: Connection, job: Job, error: str) -> ReduceOutcome:
+    """No report: the build's notifications go without one (`report_url` null)."""
+    _notify_if_asked(conn, job)
+    return "skipped"
+
+
+def on_cancelled(conn: Connection, job: Job) -> ReduceOutcome:
+    """Cancelled before its report was written: notifications go without one, as on a failure."""
+    _notify_if_asked(conn, job)
+    return "skipped"
+
+
+def _notify_if_asked(conn: Connection, job: Job) -> None:
+    """Queue the build's notifications if this is the publish job its end queued: each job
+    ends once, under its fence, so each build's end notifies once."""
+    if accepts(job.data) and job.data.get("notify") is True:
+        queue_notifications(conn, job.data["build_id"])
 
 
 def _folder_of(conn: Connection, build_id: int) -> str:
@@ -186,4 +213,11 @@ def _stored(store: ArtifactStore, key: str) -> bool:
         return False
 
 
-KIND = Kind(PUBLISH_KIND, accepts=accepts, prepare=prepare, record=record)
+KIND = Kind(
+    PUBLISH_KIND,
+    accepts=accepts,
+    prepare=prepare,
+    record=record,
+    on_failed=on_failed,
+    on_cancelled=on_cancelled,
+)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ipc.plugins import plugin_modules
-from supervisor.builds import capture, plan, publish
+from supervisor.builds import capture, notify, plan, publish
 from supervisor.builds.kinds import Kind
 
 
@@ -23,6 +23,7 @@ def registered_kinds() -> dict[str, Kind]:
         "capture": capture.KIND,
         "plan": plan.KIND,
         "publish": publish.KIND,
+        "notify": notify.KIND,
         # Does nothing in a child: measures the host's own overhead, and checks a host end to end.
         "noop": Kind("noop", accepts=_is_mapping),
     }

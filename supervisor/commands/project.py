@@ -1,4 +1,4 @@
-"""`python -m supervisor project P`: show or change a project's diff settings."""
+"""`python -m supervisor project P`: show or change a project's diff settings and webhooks."""
 
 from __future__ import annotations
 
@@ -13,6 +13,15 @@ from supervisor.builds.projects import (
     ProjectSettings,
     SettingsChange,
     change_settings,
+)
+from supervisor.builds.webhooks import (
+    MASK,
+    BadWebhookUrl,
+    Webhook,
+    WebhookChange,
+    change_webhooks,
+    check_url,
+    masked_url,
 )
 from supervisor.commands.options import (
     INT32_MAX,
@@ -59,11 +68,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="changed pixels tolerated per snapshot",
     )
     parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
+    parser.add_argument(
+        "--webhook",
+        type=webhook_url,
+        action="append",
+        default=[],
+        metavar="URL",
+        help="POST a JSON summary of each ended build to URL (http or https; repeatable)",
+    )
+    parser.add_argument(
+        "--webhook-secret",
+        metavar="S",
+        help="sign the bodies sent to the --webhook URLs given with this secret (HMAC-SHA256)",
+    )
+    parser.add_argument(
+        "--no-webhook",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="stop telling URL (repeatable)",
+    )
+    parser.add_argument(
+        "--clear-webhooks", action="store_true", help="remove every webhook of the project first"
+    )
     parser.add_argument("--json", action="store_true", help="print the settings as JSON")
 
 
+def webhook_url(text: str) -> str:
+    """A URL a webhook can be POSTed to (`supervisor.builds.webhooks.check_url`)."""
+    try:
+        return check_url(text)
+    except BadWebhookUrl as error:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a webhook URL: {error}") from None
+
+
 def execute(args: argparse.Namespace) -> int:
-    """Show project `P`'s diff settings, after applying any option given."""
+    """Show project `P`'s diff settings and webhooks, after applying any option given."""
     change = SettingsChange(
         metric=args.metric,
         threshold=args.threshold,
@@ -72,20 +112,30 @@ def execute(args: argparse.Namespace) -> int:
         flat_threshold=args.flat_threshold,
         baseline_branch=args.baseline_branch,
     )
+    hooks = WebhookChange(
+        add=args.webhook,
+        secret=args.webhook_secret,
+        remove=args.no_webhook,
+        clear=args.clear_webhooks,
+    )
     engine = open_database(args.database_url)
     try:
         with transaction(engine) as conn:
             settings = change_settings(conn, args.name, change)
+            webhooks = change_webhooks(conn, settings.id, hooks)
     except ProjectError as error:
         print(f"supervisor project: {error}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()
-    print(json.dumps(asdict(settings)) if args.json else _describe(settings))
+    if args.json:
+        print(json.dumps({**asdict(settings), "webhooks": [hook.shown() for hook in webhooks]}))
+    else:
+        print(_describe(settings, webhooks))
     return 0
 
 
-def _describe(settings: ProjectSettings) -> str:
+def _describe(settings: ProjectSettings, webhooks: list[Webhook]) -> str:
     flat = settings.flat_threshold
     rows = [
         ("project", settings.name),
@@ -95,6 +145,17 @@ def _describe(settings: ProjectSettings) -> str:
         ("flat threshold", "off" if flat is None else f"{flat:g} where both images are flat"),
         ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
         ("budget", f"{settings.budget_pixels} pixels"),
+        *(
+            ("webhooks" if index == 0 else "", _webhook_line(hook))
+            for index, hook in enumerate(webhooks)
+        ),
     ]
+    if not webhooks:
+        rows.append(("webhooks", "none"))
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)
+
+
+def _webhook_line(hook: Webhook) -> str:
+    signed = f"signed, secret {MASK}" if hook.secret else "unsigned"
+    return f"{masked_url(hook.url)} ({signed})"

@@ -110,6 +110,19 @@ projects = Table(
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("project_id", Key, ForeignKey("projects.id"), nullable=False),
+    # Where a build's end is POSTed (`supervisor.builds.notify`): http or https, with a host.
+    Column("url", Text, nullable=False),
+    # Signs each body (HMAC-SHA256, `X-Storyshelf-Signature`) when set.
+    Column("secret", Text),
+    Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    UniqueConstraint("project_id", "url"),
+)
+
 builds = Table(
     "builds",
     metadata,

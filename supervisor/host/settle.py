@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from structlog.stdlib import BoundLogger
 
 from ipc.artifacts.store import ArtifactStore
+from ipc.failures import PermanentFailure
 from ipc.messages import Cancelled, Done, Failed
 from supervisor.builds.crash_failure import fail_crashed_capture
 from supervisor.builds.kinds import Kind
@@ -31,7 +32,7 @@ from supervisor.host.settings import HostSettings
 JobOutcome = Literal[
     "completed",  # the child's results were recorded and the job acknowledged
     "retried",  # it failed or crashed its child; queued again with backoff
-    "failed",  # it failed for good (final attempt, crashed too often)
+    "failed",  # it failed for good (final attempt, a failure no retry mends, crashed too often)
     "cancelled",  # a cancel was asked and the job stopped
     "lost",  # the lease was no longer ours: nothing recorded, the new owner settles it
     "dropped",  # malformed data: failed without running
@@ -132,7 +133,9 @@ class Settler:
             if isinstance(error, DBAPIError) and connection_lost(error):
                 raise  # the claim's transaction died with its connection: nothing was claimed
             job_log.error("cannot prepare job", error=str(error))
-            self._retry_or_fail(conn, job, kind, f"cannot prepare the job: {error}", job_log)
+            final = isinstance(error, PermanentFailure)
+            why = f"cannot prepare the job: {error}"
+            self._retry_or_fail(conn, job, kind, why, job_log, final=final)
             return None
         return Running(job, kind, child, payload, job_log, now, now, now)
 
@@ -158,7 +161,8 @@ class Settler:
         elif isinstance(message, Cancelled):
             self.cancel(running)
         else:
-            self._settle(running, lambda: self._fail_or_retry(running, message.error))
+            error, final = message.error, message.final
+            self._settle(running, lambda: self._fail_or_retry(running, error, final))
 
     def child_died(self, running: Running, cause: str) -> None:
         """The child running `running` died; `cause` is the signal or our reason for killing it."""
@@ -311,19 +315,32 @@ class Settler:
             )
         return "completed"
 
-    def _fail_or_retry(self, running: Running, error: str) -> JobOutcome:
+    def _fail_or_retry(self, running: Running, error: str, final: bool = False) -> JobOutcome:
         with transaction(self.engine) as conn:
-            return self._retry_or_fail(conn, running.job, running.kind, error, running.log)
+            return self._retry_or_fail(
+                conn, running.job, running.kind, error, running.log, final=final
+            )
 
     def _retry_or_fail(
-        self, conn: Connection, job: Job, kind: Kind, error: str, job_log: BoundLogger
+        self,
+        conn: Connection,
+        job: Job,
+        kind: Kind,
+        error: str,
+        job_log: BoundLogger,
+        *,
+        final: bool = False,
     ) -> JobOutcome:
-        """A handler error: queued again with backoff, or failed on the last attempt."""
-        if job.final_attempt:
+        """A handler error: queued again with backoff, or failed on the last attempt, or at
+        once when `final` (no retry can mend it: `ipc.failures.PermanentFailure`)."""
+        if job.final_attempt or final:
             if not queue.fail(conn, job.lease, error):
                 return "lost"
             self._on_failed(conn, job, kind, error, job_log)
-            job_log.error("job failed on its last attempt", error=error)
+            if final:
+                job_log.error("job failed; no retry can mend it", error=error)
+            else:
+                job_log.error("job failed on its last attempt", error=error)
             return "failed"
         delay = self._backoff(job)
         if not queue.retry(conn, job.lease, error, delay):

@@ -1,4 +1,5 @@
-"""The promises of `supervisor.builds.projects` and `python -m supervisor project`."""
+"""The promises of `supervisor.builds.projects`, `supervisor.builds.webhooks` and
+`python -m supervisor project`."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "count_aa": False,
         "budget_pixels": 0,
         "flat_threshold": DEFAULT_FLAT_THRESHOLD,
+        "webhooks": [],
     }
 
 
@@ -87,3 +89,81 @@ def test_the_readable_form_lists_every_setting(
     out = capsys.readouterr().out
     for line in ("project          web", "metric           oklab", "anti-aliasing    ignored"):
         assert line in out
+
+
+def test_webhooks_are_added_with_their_secret_shown_masked_and_removed(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, settings = project(
+        database_url,
+        capsys,
+        "--webhook=https://ci.example.com/hooks/storyshelf",
+        "--webhook=http://user:pa55@10.0.0.5:8080/built",
+        "--webhook-secret=s3cret",
+    )
+    assert code == 0
+    shown = [(hook["id"], hook["url"], hook["secret"]) for hook in settings["webhooks"]]
+    assert shown == [
+        (1, "https://ci.example.com/hooks/storyshelf", "****"),
+        (2, "http://user:****@10.0.0.5:8080/built", "****"),
+    ]
+    # Added again without a secret: kept once, its secret kept; a third one unsigned.
+    _, settings = project(
+        database_url,
+        capsys,
+        "--webhook=https://ci.example.com/hooks/storyshelf",
+        "--webhook=https://chat.example.com/in",
+    )
+    assert [hook["secret"] for hook in settings["webhooks"]] == ["****", "****", None]
+    assert run_cli(["project", f"--database-url={database_url}", "web"]) == 0
+    out = capsys.readouterr().out
+    assert "webhooks         https://ci.example.com/hooks/storyshelf (signed, secret ****)" in out
+    assert "                 https://chat.example.com/in (unsigned)" in out
+    assert "s3cret" not in out and "pa55" not in out
+    _, settings = project(database_url, capsys, "--no-webhook=https://chat.example.com/in")
+    assert [hook["id"] for hook in settings["webhooks"]] == [1, 2]
+    _, settings = project(
+        database_url, capsys, "--clear-webhooks", "--webhook=https://new.example.com/"
+    )
+    assert [hook["url"] for hook in settings["webhooks"]] == ["https://new.example.com/"]
+    assert run_cli(["project", f"--database-url={database_url}", "web", "--clear-webhooks"]) == 0
+    assert "webhooks         none" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("ftp://example.com/hook", "it must start with http:// or https://"),
+        ("example.com/hook", "it must start with http:// or https://"),
+        ("https:///hook", "it has no host"),
+        ("http://example.com:99999/", "its port is not a number from 0 to 65535"),
+        ("http://example.com/a b", "it holds a space or a control character"),
+    ],
+)
+def test_a_bad_webhook_url_is_one_line_and_exit_2(
+    database_url: str, capsys: pytest.CaptureFixture[str], url: str, why: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run_cli(["project", f"--database-url={database_url}", "web", "--webhook", url])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err == (f"supervisor project: argument --webhook: {url!r} is not a webhook URL: {why}\n")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--no-webhook=https://nowhere.example.com/"], "the project has no webhook"),
+        (["--webhook-secret=s"], "--webhook-secret signs the webhooks given with --webhook"),
+        (["--webhook=https://a.example.com/", "--webhook-secret="], "must not be empty"),
+    ],
+)
+def test_a_webhook_change_that_cannot_be_made_changes_nothing(
+    database_url: str, capsys: pytest.CaptureFixture[str], options: list[str], message: str
+) -> None:
+    project(database_url, capsys, "--webhook=https://kept.example.com/")
+    code, error = project(database_url, capsys, "--threshold=0.3", *options)
+    assert code == 1 and message in error
+    _, settings = project(database_url, capsys)
+    assert [hook["url"] for hook in settings["webhooks"]] == ["https://kept.example.com/"]
+    assert settings["threshold"] == DEFAULT_THRESHOLD

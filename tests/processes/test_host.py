@@ -74,6 +74,23 @@ def test_job_that_keeps_crashing_is_failed_while_others_complete(
 
 
 @SUPERVISION_ONLY
+def test_a_failure_no_retry_can_mend_fails_on_its_first_attempt_while_others_retry(
+    engine: Engine, start_host: StartHost
+) -> None:
+    final = enqueue(engine, "give_up", {"message": "webhook answered 410 Gone"})
+    retried = enqueue(engine, "give_up", {"message": "later", "retry": True}, max_attempts=2)
+    start_host(*FAST, "--drain")
+    row = ended(engine, final)
+    assert (row["status"], row["attempt"], row["error"]) == (
+        "failed",
+        1,
+        "webhook answered 410 Gone",
+    )
+    row = ended(engine, retried)
+    assert (row["status"], row["attempt"], row["error"]) == ("failed", 2, "later")
+
+
+@SUPERVISION_ONLY
 def test_a_hung_child_is_killed_after_the_stall_time(engine: Engine, start_host: StartHost) -> None:
     job_id = enqueue(engine, "hang", {}, max_attempts=10)
     host = start_host(*FAST, "--max-crashes", "2")

@@ -87,6 +87,20 @@ def test_a_result_too_big_for_a_frame_fails_its_job_and_the_child_goes_on(
     assert real_child.process.poll() is None
 
 
+def test_a_failure_no_retry_can_mend_is_sent_final_in_its_own_words(
+    real_child: RealChild,
+) -> None:
+    """`PermanentFailure` travels as `Failed(final=True)` with its message alone; a `JobError`
+    keeps its words and stays retryable; any other error is named with its type."""
+    _, ended = real_child.run(1, "give_up", {"message": "webhook answered 404 Not Found"})
+    assert ended == Failed(1, "webhook answered 404 Not Found", final=True)
+    _, ended = real_child.run(2, "give_up", {"message": "try later", "retry": True})
+    assert ended == Failed(2, "try later", final=False)
+    _, ended = real_child.run(3, "fail", {"message": "boom"})
+    assert ended == Failed(3, "RuntimeError: boom", final=False)
+    assert real_child.process.poll() is None
+
+
 def test_an_error_too_big_for_a_frame_is_cut_and_the_child_goes_on(real_child: RealChild) -> None:
     accepted, ended = real_child.run(1, "oversize", {"mib": 17, "in_error": True})
     assert accepted == Accepted(1)

@@ -41,6 +41,7 @@ def test_messages_round_trip_through_a_socket() -> None:
         Accepted(7),
         Progress(7, {"done": 1}),
         Done(7, {"x": [1]}),
+        Failed(7, "webhook answered 404 Not Found", final=True),
     ]
     for message in sent:
         send_message(child, message)
@@ -49,6 +50,20 @@ def test_messages_round_trip_through_a_socket() -> None:
     while len(received) < len(sent):
         received += reader.feed(parent.recv(65536))
     assert received == sent
+
+
+def test_a_failure_says_whether_a_retry_could_mend_it_and_is_retryable_unless_told() -> None:
+    reader = FrameReader(TO_PARENT)
+    assert list(reader.feed(frame({"type": "failed", "job_id": 1, "error": "x"}))) == [
+        Failed(1, "x")
+    ]
+    assert Failed(1, "x").final is False
+    with pytest.raises(ProtocolError, match="field 'final' has type str"):
+        list(
+            FrameReader(TO_PARENT).feed(
+                frame({"type": "failed", "job_id": 1, "error": "x", "final": "yes"})
+            )
+        )
 
 
 def test_reader_reassembles_frames_split_at_every_byte() -> None:

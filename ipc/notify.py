@@ -1,0 +1,88 @@
+"""What a `notify` job sends and returns: a build's end, POSTed to one of its project's webhooks.
+
+The parent makes the request whole (`supervisor.builds.notify`): the JSON body, as the exact
+bytes to send, and its headers, the signature among them, so that what is signed is what
+is sent, and the child (`child.notify.post`) only POSTs it: it never reads the database and
+never sees a secret. The receiver's side of the contract:
+
+* `Content-Type: application/json`, the body UTF-8 JSON (`BODY_EVENT`, `delivery`, `build`,
+  `changed` and `failed` names, at most `LISTED_NAMES` of each, with their totals);
+* `User-Agent: storyshelf/<version>`, `X-Storyshelf-Event: build.ended`;
+* `X-Storyshelf-Delivery`: one id per notification, the same on each retry of it, so a
+  receiver that gets it twice (its answer lost) can tell;
+* `X-Storyshelf-Signature: sha256=<hex>` when the webhook has a secret: HMAC-SHA256 of the
+  body's bytes, keyed with the secret (as GitHub's `X-Hub-Signature-256`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from importlib import metadata
+from typing import Any, TypedDict
+
+#: The one event there is: a build ended (its report published, or given up on).
+BODY_EVENT = "build.ended"
+#: The most names of changed (and of failed) snapshots a body lists; the totals say the rest.
+LISTED_NAMES = 100
+
+EVENT_HEADER = "X-Storyshelf-Event"
+DELIVERY_HEADER = "X-Storyshelf-Delivery"
+SIGNATURE_HEADER = "X-Storyshelf-Signature"
+SIGNATURE_PREFIX = "sha256="
+
+
+def _version() -> str:
+    try:
+        return metadata.version("storyshelf-capture")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+USER_AGENT = f"storyshelf/{_version()}"
+
+
+def body_bytes(summary: dict[str, Any]) -> bytes:
+    """`summary` as the bytes a webhook gets: compact UTF-8 JSON, non-ASCII names kept."""
+    return json.dumps(summary, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def signature(secret: str, body: bytes) -> str:
+    """`sha256=<hex>`: HMAC-SHA256 of `body` keyed with `secret` (UTF-8)."""
+    digest = hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_PREFIX}{digest}"
+
+
+def request_headers(body: bytes, delivery: str, secret: str | None) -> dict[str, str]:
+    """The headers of a notification whose body is `body`; signed when `secret` is set."""
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        EVENT_HEADER: BODY_EVENT,
+        DELIVERY_HEADER: delivery,
+    }
+    if secret:
+        headers[SIGNATURE_HEADER] = signature(secret, body)
+    return headers
+
+
+class NotifyPayload(TypedDict):
+    """What the parent sends a `notify` job's child: the request, whole."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    #: How long the webhook may take to accept the connection and to answer.
+    timeout_seconds: float
+
+
+class NotifyResult(TypedDict):
+    """What the child answers when the webhook took it (a 2xx)."""
+
+    status: int
+    reason: str
+    seconds: float
+
+
+NOTIFY_RESULT_FIELDS = frozenset(NotifyResult.__annotations__)

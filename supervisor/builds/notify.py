@@ -1,0 +1,182 @@
+"""The parent's side of a `notify` job: one of a project's webhooks told that a build ended.
+
+When: once the build's report has been published, or its publish job gave up, so that the
+notification can say where the report opens (`report_url`, null when it could not be
+written). The publish job that a build's end queues carries `{"notify": true}`
+(`supervisor.builds.ended.build_ended`), and its `record`, `on_failed` and `on_cancelled`
+(`supervisor.builds.publish`) call `queue_notifications` when it does. A job ends once, under
+its fence, so each build's end notifies once; a report published again (`build ID` mending
+a lost one, migration 0007's publishes of older builds) has no flag and notifies nobody. A
+flag on the job, rather than a look for notify jobs queued before, needs no lock between two
+publishes settling at once, and still holds after `prune` has deleted old notify jobs.
+
+How: one job per webhook, so a receiver that is down delays and retries only its own; each
+gets a delivery id when queued, the same on every retry. `prepare` reads the build and the
+webhook as they are when the job runs and makes the request whole (`ipc.notify`); the child
+POSTs it (`child.notify.post`). A notify job belongs to its build (`build_id`), so `cancel`
+stops a pending one, but its failure never changes the build.
+
+Job data: `{"build_id": int, "webhook_id": int, "delivery": str}`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, cast
+
+import structlog
+from sqlalchemy import Connection, func, select
+
+from ipc.failures import PermanentFailure
+from ipc.notify import (
+    BODY_EVENT,
+    LISTED_NAMES,
+    NOTIFY_RESULT_FIELDS,
+    NotifyPayload,
+    body_bytes,
+    request_headers,
+)
+from supervisor.builds.kinds import Kind, Payload
+from supervisor.builds.reduce import ReduceOutcome
+from supervisor.builds.view import load_build
+from supervisor.builds.webhooks import load_webhook, masked_url
+from supervisor.db import queue
+from supervisor.db.queue import Job
+from supervisor.db.tables import builds, snapshots, webhooks
+
+log = structlog.get_logger(__name__)
+
+NOTIFY_KIND = "notify"
+#: How long a webhook may take to accept the connection, and then to answer.
+TIMEOUT_SECONDS = 10.0
+#: Tries per notification: with the default backoff (2 s doubling) a receiver down for about
+#: four minutes still gets it.
+MAX_ATTEMPTS = 8
+
+
+class ResultError(ValueError):
+    """The child's answer is not a delivered notification."""
+
+
+def queue_notifications(conn: Connection, build_id: int) -> list[int]:
+    """Queue one `notify` job per webhook of build `build_id`'s project; their ids."""
+    hooks = conn.execute(
+        select(webhooks.c.id)
+        .join(builds, builds.c.project_id == webhooks.c.project_id)
+        .where(builds.c.id == build_id)
+        .order_by(webhooks.c.id)
+    ).scalars()
+    queued = [
+        queue.enqueue(
+            conn,
+            NOTIFY_KIND,
+            {"build_id": build_id, "webhook_id": hook, "delivery": str(uuid.uuid4())},
+            build_id=build_id,
+            max_attempts=MAX_ATTEMPTS,
+        )
+        for hook in hooks
+    ]
+    if queued:
+        log.info("webhooks to notify", build_id=build_id, job_ids=queued)
+    return queued
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def accepts(data: Any) -> bool:
+    return (
+        isinstance(data, Mapping)
+        and set(data) == {"build_id", "webhook_id", "delivery"}
+        and _positive_int(data["build_id"])
+        and _positive_int(data["webhook_id"])
+        and isinstance(data["delivery"], str)
+        and 0 < len(data["delivery"]) <= 64
+    )
+
+
+def prepare(conn: Connection, job: Job, _store: object) -> Payload:
+    """The request to POST: the build's summary as it is now, signed with the webhook's secret
+    if it has one. A build or webhook that is gone fails the job at once (no retry brings
+    it back)."""
+    build_id, webhook_id = job.data["build_id"], job.data["webhook_id"]
+    hook = load_webhook(conn, webhook_id)
+    if hook is None:
+        raise PermanentFailure(f"webhook {webhook_id} was removed from the project")
+    body = body_bytes(summary(conn, build_id, job.data["delivery"]))
+    payload: NotifyPayload = {
+        "url": hook.url,
+        "body": body,
+        "headers": request_headers(body, job.data["delivery"], hook.secret),
+        "timeout_seconds": TIMEOUT_SECONDS,
+    }
+    return cast(Payload, payload)
+
+
+def summary(conn: Connection, build_id: int, delivery: str) -> dict[str, Any]:
+    """What a webhook is told of build `build_id`: its state, counts and report, and the
+    names of its changed and failed snapshots (at most `LISTED_NAMES` of each)."""
+    view = load_build(conn, build_id, with_snapshots=False)
+    if view is None:
+        raise PermanentFailure(f"build {build_id} is gone")
+    changed, changed_total = _names(conn, build_id, "changed")
+    failed, failed_total = _names(conn, build_id, "failed")
+    return {
+        "event": BODY_EVENT,
+        "delivery": delivery,
+        "build": {
+            "id": view.id,
+            "project": view.project,
+            "branch": view.branch,
+            "commit": view.commit,
+            "status": view.status,
+            "source": view.source,
+            "counts": dict(view.counts),
+            "created_at": view.created_at.isoformat(),
+            "finished_at": view.finished_at.isoformat() if view.finished_at else None,
+            "error": view.error,
+            "report_url": view.report_url,
+        },
+        "changed": changed,
+        "changed_total": changed_total,
+        "failed": failed,
+        "failed_total": failed_total,
+    }
+
+
+def _names(conn: Connection, build_id: int, status: str) -> tuple[list[str], int]:
+    """The first `LISTED_NAMES` names of the build's snapshots of `status`, by name, and how
+    many there are."""
+    mine = (snapshots.c.build_id == build_id) & (snapshots.c.status == status)
+    names = list(
+        conn.execute(
+            select(snapshots.c.name).where(mine).order_by(snapshots.c.name).limit(LISTED_NAMES)
+        ).scalars()
+    )
+    if len(names) < LISTED_NAMES:
+        return names, len(names)
+    total = conn.execute(select(func.count()).select_from(snapshots).where(mine)).scalar_one()
+    return names, int(total)
+
+
+def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
+    """The webhook took it: logged with its status (the job's row says it completed)."""
+    if not isinstance(result, Mapping) or set(result) != NOTIFY_RESULT_FIELDS:
+        raise ResultError(f"notify job {job.id}: the result is not a delivered notification")
+    hook = load_webhook(conn, job.data["webhook_id"])
+    log.info(
+        "webhook notified",
+        job_id=job.id,
+        build_id=job.data["build_id"],
+        webhook_id=job.data["webhook_id"],
+        url=masked_url(hook.url) if hook else None,
+        delivery=job.data["delivery"],
+        status=result["status"],
+        seconds=result["seconds"],
+    )
+    return "skipped"
+
+
+KIND = Kind(NOTIFY_KIND, accepts=accepts, prepare=prepare, record=record)

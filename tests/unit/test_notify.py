@@ -1,0 +1,123 @@
+"""The promises of a notification's request (`ipc.notify`) and of its child (`child.notify.post`)
+against a real HTTP server on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+from typing import Any
+
+import pytest
+
+from child.notify import post
+from ipc.failures import JobError, PermanentFailure
+from ipc.notify import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    USER_AGENT,
+    NotifyPayload,
+    body_bytes,
+    request_headers,
+    signature,
+)
+from tests.webhook_server import Answer, webhook_server
+
+
+def test_the_signature_is_hmac_sha256_of_the_exact_body_keyed_with_the_secret() -> None:
+    body = body_bytes({"event": "build.ended", "build": {"project": "wéb"}})
+    assert body == '{"event":"build.ended","build":{"project":"wéb"}}'.encode()
+    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    assert signature("s3cret", body) == f"sha256={expected}"
+    assert signature("s3cret", body + b" ") != signature("s3cret", body)
+
+
+def test_the_headers_name_the_event_and_delivery_and_sign_only_with_a_secret() -> None:
+    body = b"{}"
+    signed = request_headers(body, "d-1", "s3cret")
+    assert signed == {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "X-Storyshelf-Event": "build.ended",
+        DELIVERY_HEADER: "d-1",
+        SIGNATURE_HEADER: signature("s3cret", body),
+    }
+    assert USER_AGENT.startswith("storyshelf/")
+    assert SIGNATURE_HEADER not in request_headers(body, "d-1", None)
+
+
+def payload(url: str, timeout: float = 5.0) -> dict[str, Any]:
+    body = body_bytes({"event": "build.ended"})
+    request: NotifyPayload = {
+        "url": url,
+        "body": body,
+        "headers": request_headers(body, "d-1", "s3cret"),
+        "timeout_seconds": timeout,
+    }
+    return dict(request)
+
+
+def test_a_2xx_is_delivered_with_the_body_and_headers_as_made() -> None:
+    details: list[dict[str, Any]] = []
+    with webhook_server(Answer(202, b"queued")) as server:
+        result = post.run(payload(server.url), details.append)
+    assert (result["status"], result["reason"]) == (202, "Accepted")
+    (received,) = server.received
+    assert json.loads(received.body) == {"event": "build.ended"}
+    assert received.headers["X-Storyshelf-Signature"] == signature("s3cret", received.body)
+    assert received.headers["User-Agent"] == USER_AGENT
+    assert len(details) == 2  # before and after the POST
+
+
+@pytest.mark.parametrize(
+    ("answer", "failure", "error"),
+    [
+        (
+            Answer(404, b"no such hook\nsecond line"),
+            PermanentFailure,
+            "404 Not Found: no such hook",
+        ),
+        (Answer(401, b""), PermanentFailure, "webhook answered 401 Unauthorized"),
+        (Answer(301, b"moved"), PermanentFailure, "webhook answered 301 Moved Permanently: moved"),
+        (Answer(503, b"down"), JobError, "webhook answered 503 Service Unavailable: down"),
+        (Answer(429, b"slow down"), JobError, "webhook answered 429 Too Many Requests"),
+    ],
+)
+def test_an_answer_other_than_2xx_says_whether_a_retry_could_help(
+    answer: Answer, failure: type[Exception], error: str
+) -> None:
+    with webhook_server(answer) as server, pytest.raises(JobError) as raised:
+        post.run(payload(server.url), lambda _detail: None)
+    assert type(raised.value) is failure
+    assert error in str(raised.value)
+
+
+def test_a_webhook_slow_to_answer_beats_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress while the POST waits, so a slow webhook is never taken for a hung child."""
+    monkeypatch.setattr(post, "BEAT_SECONDS", 0.05)
+    details: list[dict[str, Any]] = []
+    with webhook_server(Answer(delay_seconds=0.5)) as server:
+        post.run(payload(server.url), details.append)
+    assert sum("waiting_seconds" in detail for detail in details) >= 3
+
+
+def test_the_quoted_line_of_the_answer_is_cut_short() -> None:
+    with (
+        webhook_server(Answer(400, b"x" * 5000)) as server,
+        pytest.raises(PermanentFailure) as raised,
+    ):
+        post.run(payload(server.url), lambda _detail: None)
+    assert str(raised.value) == f"webhook answered 400 Bad Request: {'x' * 200}..."
+
+
+def test_a_refused_connection_or_a_timeout_is_retried() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(JobError, match=r"cannot reach the webhook: .*[Rr]efused") as raised:
+        post.run(payload(f"http://127.0.0.1:{port}/"), lambda _detail: None)
+    assert type(raised.value) is JobError
+    with webhook_server(Answer(delay_seconds=1.0)) as server, pytest.raises(JobError) as raised:
+        post.run(payload(server.url, timeout=0.2), lambda _detail: None)
+    assert str(raised.value) == "the webhook did not answer within 0.2 s"
