@@ -1,0 +1,190 @@
+"""`run --metrics-address`: real hosts scraped over real HTTP while their children are killed
+with real signals, their database stops and starts, and they drain."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Engine
+
+from supervisor.db.connection import connect
+from supervisor.db.migrate import upgrade
+from tests.hosts import (
+    FAST,
+    SUPERVISION_ONLY,
+    HostProcess,
+    StartHost,
+    ended,
+    enqueue,
+    hosts,
+    running_child,
+    wait_for,
+)
+from tests.postgres_server import PostgresNotFound, TemporaryPostgres
+from tests.required import unavailable
+
+SERVED = ("--metrics-address", "127.0.0.1:0")
+
+
+def address_of(host: HostProcess) -> str:
+    """Where the host serves, as it logged it (`metrics serving`)."""
+    return str(host.wait_for_event("metrics serving", 60)["address"])
+
+
+def get(address: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def samples(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a scrape, by name and labels."""
+    status, text = get(address, "/metrics")
+    assert status == 200, text
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(address: str, name: str, **labels: str) -> float:
+    return samples(address).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def healthz_until(address: str, wanted: str, timeout: float = 20.0) -> tuple[int, str]:
+    """The first `/healthz` answer whose body starts with `wanted`."""
+
+    def answered() -> tuple[int, str] | None:
+        status, body = get(address, "/healthz")
+        return (status, body) if body.startswith(wanted) else None
+
+    return wait_for(answered, timeout, interval=0.02)
+
+
+@SUPERVISION_ONLY
+def test_crashes_are_counted_by_cause_and_healthz_fails_while_spawning_backs_off(
+    engine: Engine, start_host: StartHost
+) -> None:
+    host = start_host(*FAST, "--concurrency", "1", "--max-crashes", "6", *SERVED)
+    address = address_of(host)
+    assert healthz_until(address, "ok") == (200, "ok\n")
+    assert value(address, "storyshelf_children") == 1
+
+    hung = enqueue(engine, "hang", max_attempts=1)
+    os.kill(running_child(host, hung), signal.SIGKILL)
+    assert ended(engine, hung)["status"] == "failed"
+    wait_for(lambda: value(address, "storyshelf_child_crashes_total", cause="SIGKILL") == 1)
+
+    # Four more children die without finishing a job: the fifth death in 30 s backs off.
+    crashing = enqueue(engine, "crash", {"signal": "SIGSEGV"}, max_attempts=10)
+    status, body = healthz_until(address, "unhealthy: backing off spawning")
+    assert status == 503 and body == "unhealthy: backing off spawning after 5 children died\n"
+    scraped = samples(address)
+    assert scraped[("storyshelf_spawn_backoff", ())] == 1
+    assert scraped[("storyshelf_child_crashes_total", (("cause", "SIGSEGV"),))] == 4
+    assert (
+        scraped[("storyshelf_jobs_finished_total", (("kind", "hang"), ("outcome", "failed")))] == 1
+    )
+    assert (
+        scraped[("storyshelf_jobs_finished_total", (("kind", "crash"), ("outcome", "retried")))]
+        == 4
+    )
+
+    # The back-off ends and children spawn again: healthy, whatever the crashing job does.
+    assert ended(engine, crashing)["status"] == "failed"
+    assert healthz_until(address, "ok") == (200, "ok\n")
+    assert value(address, "storyshelf_spawn_backoff") == 0
+    assert value(address, "storyshelf_child_crashes_total", cause="SIGSEGV") == 6
+
+    # Draining: 503 while the last job finishes, then the host leaves.
+    sleeping = enqueue(engine, "sleep", {"seconds": 2.0})
+    running_child(host, sleeping)
+    host.signal(signal.SIGTERM)
+    assert healthz_until(address, "draining") == (503, "draining: SIGTERM\n")
+    assert host.wait() == 0
+    assert ended(engine, sleeping)["status"] == "completed"
+
+
+@SUPERVISION_ONLY
+def test_jobs_leases_and_claims_are_counted(engine: Engine, start_host: StartHost) -> None:
+    ids = [enqueue(engine, "noop", {"n": n}) for n in range(30)]
+    long = enqueue(engine, "sleep", {"seconds": 3.5, "step": 0.1})
+    host = start_host(*FAST, "--lease-seconds", "4", "--stall-seconds", "2", *SERVED)
+    address = address_of(host)
+    for job_id in [*ids, long]:
+        ended(engine, job_id)
+    wait_for(
+        lambda: value(address, "storyshelf_jobs_finished_total", kind="sleep", outcome="completed")
+    )
+    scraped = samples(address)
+    completed = scraped[
+        ("storyshelf_jobs_finished_total", (("kind", "noop"), ("outcome", "completed")))
+    ]
+    assert completed == 30
+    assert scraped[("storyshelf_job_duration_seconds_count", (("kind", "noop"),))] == 30
+    assert scraped[("storyshelf_job_duration_seconds_sum", (("kind", "sleep"),))] >= 3.5
+    # A quarter lease is 1 s: the 3.5 s job renewed its lease as it progressed.
+    assert scraped[("storyshelf_lease_renewals_total", ())] >= 2
+    assert scraped[("storyshelf_leases_lost_total", ())] == 0
+    assert scraped[("storyshelf_claim_batch_size_sum", ())] >= 31
+    assert scraped[("storyshelf_pickup_latency_seconds_count", ())] >= 31
+    assert scraped[("storyshelf_queue_jobs", (("kind", "noop"), ("status", "queued")))] == 0
+    assert ("storyshelf_claimed_ahead", ()) in scraped
+    assert host.stop() == 0
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[TemporaryPostgres]:
+    """A PostgreSQL server of this test's own, which it stops and starts."""
+    try:
+        server = TemporaryPostgres().start()
+    except PostgresNotFound as error:
+        unavailable("PostgreSQL", error)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def start_on_own_postgres(own_postgres: TemporaryPostgres, tmp_path: Path) -> Iterator[StartHost]:
+    """Starts hosts on the migrated database of `own_postgres`; kills them after."""
+    engine = connect(own_postgres.url)
+    upgrade(engine)
+    engine.dispose()
+    yield from hosts(own_postgres.url, tmp_path / "artifacts")
+
+
+def test_healthz_fails_while_the_database_is_away_and_metrics_are_still_served(
+    own_postgres: TemporaryPostgres, start_on_own_postgres: StartHost
+) -> None:
+    host = start_on_own_postgres(*FAST, "--concurrency", "1", *SERVED)
+    address = address_of(host)
+    queued = ("storyshelf_queue_jobs", (("kind", "noop"), ("status", "queued")))
+    assert healthz_until(address, "ok") == (200, "ok\n")
+    assert queued in samples(address)
+
+    own_postgres.stop_server()
+    status, body = healthz_until(address, "unhealthy: cannot reach the database")
+    assert status == 503 and "database unavailable" in body, body
+    started = time.monotonic()
+    scraped = samples(address)
+    assert time.monotonic() - started < 5, "a scrape must not wait for a database that is away"
+    assert queued not in scraped
+    assert scraped[("storyshelf_children", ())] == 1
+
+    own_postgres.start_server()
+    assert healthz_until(address, "ok", timeout=40) == (200, "ok\n")
+    wait_for(lambda: queued in samples(address))
+    assert host.stop() == 0
