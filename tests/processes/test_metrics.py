@@ -13,10 +13,14 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
-from supervisor.db.connection import connect
+from ipc.artifacts.folder import FolderStore
+from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.db.connection import connect, transaction
 from supervisor.db.migrate import upgrade
+from supervisor.db.tables import builds
+from tests.chromium import require_chromium
 from tests.hosts import (
     FAST,
     SUPERVISION_ONLY,
@@ -32,6 +36,9 @@ from tests.postgres_server import PostgresNotFound, TemporaryPostgres
 from tests.required import unavailable
 
 SERVED = ("--metrics-address", "127.0.0.1:0")
+ROOT = Path(__file__).resolve().parents[2]
+#: The demo's small Storybook: seven stories, one size each, none failing.
+DEMO_STORYBOOK = ROOT / "supervisor" / "commands" / "demo_storybook" / "main"
 
 
 def address_of(host: HostProcess) -> str:
@@ -187,4 +194,33 @@ def test_healthz_fails_while_the_database_is_away_and_metrics_are_still_served(
     own_postgres.start_server()
     assert healthz_until(address, "ok", timeout=40) == (200, "ok\n")
     wait_for(lambda: queued in samples(address))
+    assert host.stop() == 0
+
+
+@SUPERVISION_ONLY
+def test_stories_rendered_in_children_are_counted_by_the_host(
+    engine: Engine, start_host: StartHost, tmp_path: Path
+) -> None:
+    """The children's render times reach the host in the capture's result, never by the host
+    importing child code."""
+    require_chromium()
+    stored = store_storybook(FolderStore(tmp_path / "artifacts"), DEMO_STORYBOOK)
+    with transaction(engine) as conn:
+        build_id = enqueue_storybook(conn, project="web", branch="main", storybook=stored).build_id
+    host = start_host(*FAST, "--stall-seconds", "6", *SERVED)
+    address = address_of(host)
+
+    def build_ended() -> bool:
+        with engine.connect() as conn:
+            row = conn.execute(select(builds.c.status).where(builds.c.id == build_id)).one()
+        return row.status not in ("pending", "capturing")
+
+    wait_for(build_ended, timeout=120)
+    scraped = samples(address)
+    assert scraped[("storyshelf_stories_rendered_total", ())] == 7
+    assert scraped[("storyshelf_story_render_seconds_count", ())] == 7
+    assert 0 < scraped[("storyshelf_story_render_seconds_sum", ())] < 7 * 15
+    assert scraped[("storyshelf_stories_unsettled_total", ())] == 0
+    finished = ("storyshelf_jobs_finished_total", (("kind", "plan"), ("outcome", "completed")))
+    assert scraped[finished] == 1
     assert host.stop() == 0
