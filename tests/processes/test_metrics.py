@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -224,3 +227,25 @@ def test_stories_rendered_in_children_are_counted_by_the_host(
     finished = ("storyshelf_jobs_finished_total", (("kind", "plan"), ("outcome", "completed")))
     assert scraped[finished] == 1
     assert host.stop() == 0
+
+
+@SUPERVISION_ONLY
+def test_an_address_that_cannot_be_used_is_one_line_and_exit_2(database_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = f"127.0.0.1:{taken.getsockname()[1]}"
+        for address, said in (
+            ("9464", "'9464' is not HOST:PORT"),
+            ("127.0.0.1:99999", "'127.0.0.1:99999' is not HOST:PORT"),
+            (busy, f"{busy}: cannot listen there: Address already in use"),
+        ):
+            ran = subprocess.run(
+                [sys.executable, "-m", "supervisor", "run", "--database-url", database_url,
+                 "--metrics-address", address],
+                capture_output=True, text=True, cwd=ROOT, timeout=60,
+            )  # fmt: skip
+            assert ran.returncode == 2, ran.stderr
+            assert ran.stderr.startswith(f"supervisor run: --metrics-address {said}")
+            assert ran.stderr.count("\n") == 1, ran.stderr
+            assert "Traceback" not in ran.stderr + ran.stdout
