@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-import structlog
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, create_engine
@@ -22,8 +21,6 @@ from sqlalchemy.pool import NullPool
 from supervisor.db.connection import TCP_KEEPALIVES, parse_url
 from supervisor.db.queue import OPEN_STATES, open_jobs_by_kind
 from supervisor.metrics.registry import PREFIX
-
-log = structlog.get_logger(__name__)
 
 #: The longest a scrape may wait to connect, and for the statement, in seconds.
 TIMEOUT_SECONDS = 2.0
@@ -64,8 +61,9 @@ class QueueDepth(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         try:
             counts = self.read()
-        except SQLAlchemyError as error:
-            log.debug("queue depth not read", error=str(error).splitlines()[0])
+        except SQLAlchemyError:
+            # Not logged: this runs on the server's thread, which must never hold the log's
+            # lock when the loop forks a fork server; the loop logs the outage itself.
             return
         family = GaugeMetricFamily(NAME, HELP, labels=["kind", "status"])
         for (kind, status), count in sorted(counts.items()):

@@ -2,11 +2,13 @@
 decides whether to count on this host.
 
 One thread of the parent serves both (a thread per request, so a scrape that waits on the
-database never holds up `/healthz`). It is started once the fork server runs, since no thread
-may exist when the fork server is forked; the socket is bound before, so that an address that
-cannot be used is refused at start. It reads only what the loop publishes (`HealthBoard`) and
-the registry, whose metrics take their own locks; it never logs per request, so a fork of a
-new fork server never finds it holding the log's lock.
+database never holds up `/healthz`). It starts once the first fork server runs, which is forked
+before any thread exists; the socket is bound before that, so that an address that cannot be
+used is refused at start (the fork server closes every descriptor it inherits, this one too).
+A fork server restarted later is forked beside this thread, so the thread never takes a lock
+the fork server could need: it reads only what the loop publishes (`HealthBoard`) and the
+registry, and it logs nothing per request or per scrape (a log line in progress would leave the
+log's lock held in the fork server).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ StartResponse = Callable[..., Any]
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    # A host that leaves never waits for a scrape still reading the queue.
+    block_on_close = False
     # Not reused by a child: the fork server closes every descriptor it inherits.
     allow_reuse_address = True
 
