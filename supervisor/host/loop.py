@@ -326,10 +326,8 @@ class Host:
         statement, no system call), for the server's thread to read."""
         now = self.clock()
         backing_off = now < self.timers.spawn_after
-        pool = getattr(self, "pool", None)
-        children = pool.children.values() if pool is not None else ()
         self.metrics.host_state(
-            children=sum(1 for child in children if not child.closed),
+            children=sum(1 for child in self.pool.children.values() if not child.closed),
             claimed_ahead=sum(1 for _ in self.inflight.held())
             + sum(1 for _ in self.inflight.waiting()),
             backoff_remaining=self.timers.spawn_after - now if backing_off else None,

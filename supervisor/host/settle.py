@@ -99,10 +99,6 @@ class Settler:
                     self._start(conn, job, child)
                     for job, child in zip(claimed, children, strict=False)
                 ]
-            if children:
-                self.metrics.claimed(
-                    len(claimed), [s for job in claimed if (s := job.pickup_seconds) is not None]
-                )
         except DatabaseUnavailable as error:
             if completions:
                 self.log.warning(
@@ -110,6 +106,10 @@ class Settler:
                 )
             self.completions, self.completions_since = completions, since
             raise
+        if children:  # counted once committed: a claim rolled back took nothing
+            self.metrics.claimed(
+                len(claimed), [s for job in claimed if (s := job.pickup_seconds) is not None]
+            )
         results = {running.job.id: result for running, result in completions}
         for running, outcome in outcomes:
             self._report(running, outcome)
