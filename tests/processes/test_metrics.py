@@ -8,12 +8,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine, select
@@ -36,6 +38,7 @@ from tests.hosts import (
     wait_for,
 )
 from tests.postgres_server import PostgresNotFound, TemporaryPostgres
+from tests.processes.test_host_faults import fork_server_of
 from tests.required import unavailable
 
 SERVED = ("--metrics-address", "127.0.0.1:0")
@@ -249,3 +252,40 @@ def test_an_address_that_cannot_be_used_is_one_line_and_exit_2(database_url: str
             assert ran.stderr.startswith(f"supervisor run: --metrics-address {said}")
             assert ran.stderr.count("\n") == 1, ran.stderr
             assert "Traceback" not in ran.stderr + ran.stdout
+
+
+@SUPERVISION_ONLY
+def test_fork_servers_restarted_beside_the_scraped_server_still_spawn_children(
+    engine: Engine, start_host: StartHost
+) -> None:
+    """A fork server restarted while the metrics thread serves scrapes (the only time the
+    parent forks with a thread running) forks working children, again and again."""
+    host = start_host(*FAST, "--concurrency", "1", *SERVED)
+    address = address_of(host)
+    healthz_until(address, "ok")
+    scraping = threading.Event()
+
+    def scrape() -> None:
+        while not scraping.is_set():
+            get(address, "/metrics")
+            get(address, "/healthz")
+
+    scraper = threading.Thread(target=scrape, daemon=True)
+    scraper.start()
+    try:
+        for round_ in range(3):
+            started = len(host.events("fork server started"))
+            fork_server = fork_server_of(host)
+            fork_server.kill()
+            fork_server.wait(10)
+            for child in psutil.Process(host.pid).children():
+                if child.pid != fork_server.pid and os.getsid(child.pid) == child.pid:
+                    child.kill()  # a new child is needed: the new fork server must make it
+            job_id = enqueue(engine, "sleep", {"seconds": 0.1, "round": round_})
+            assert ended(engine, job_id)["status"] == "completed", host.log_tail()
+            assert len(host.events("fork server started")) > started
+    finally:
+        scraping.set()
+        scraper.join(15)
+    assert get(address, "/healthz") == (200, "ok\n")
+    assert host.stop() == 0
