@@ -328,8 +328,7 @@ class Host:
         backing_off = now < self.timers.spawn_after
         self.metrics.host_state(
             children=sum(1 for child in self.pool.children.values() if not child.closed),
-            claimed_ahead=sum(1 for _ in self.inflight.held())
-            + sum(1 for _ in self.inflight.waiting()),
+            claimed_ahead=self.ahead.not_started(self.inflight),
             backoff_remaining=self.timers.spawn_after - now if backing_off else None,
         )
         self.metrics.health.publish(

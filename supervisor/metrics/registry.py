@@ -12,12 +12,12 @@ class (`crash_cause_label`): the signal's name, never the detail of a stall or a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from supervisor.host.deaths import cause_class
 from supervisor.metrics.health import HealthBoard
 
 if TYPE_CHECKING:  # the settler records into these metrics: imported by it, not importing it
@@ -32,31 +32,6 @@ PICKUP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 30, 60, 300, 900)
 RENDER_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30)
 #: Jobs in one claim: at most one per child plus what is claimed ahead (64 per child).
 BATCH_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-_EXIT = re.compile(r"exit status (\d+)")
-_SIGNAL = re.compile(r"(SIG[A-Z0-9]+|signal \d+)")
-
-
-def crash_cause_label(cause: str) -> str:
-    """The class of a death's cause (`supervisor.host.deaths.death_cause`), fit for a label.
-
-    "SIGSEGV" stays; "SIGKILL (out of memory)" is `oom_kill`, "SIGKILL (likely out of memory)"
-    is `SIGKILL`; "exit status 3" is `exit_3`; "hung (no progress for 40 s)" is `stalled`;
-    "memory limit" is `memory_limit`; "protocol error: ..." is `protocol_error`.
-    """
-    if cause.startswith("SIGKILL (out of memory)"):
-        return "oom_kill"
-    if cause.startswith("hung"):
-        return "stalled"
-    if cause.startswith("memory limit"):
-        return "memory_limit"
-    if cause.startswith("protocol error"):
-        return "protocol_error"
-    if match := _EXIT.match(cause):
-        return f"exit_{match.group(1)}"
-    if match := _SIGNAL.match(cause):
-        return match.group(1).replace(" ", "_")
-    return "other"
 
 
 class HostMetrics:
@@ -155,7 +130,7 @@ class HostMetrics:
 
     def child_crashed(self, cause: str) -> None:
         """A child died unasked of `cause` (`death_cause`'s words)."""
-        self.child_crashes.labels(crash_cause_label(cause)).inc()
+        self.child_crashes.labels(cause_class(cause)).inc()
 
     def leases_renewed(self, renewed: int, lost: int) -> None:
         """One renewal statement: `renewed` leases still ours, `lost` that another host took."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from supervisor.metrics.registry import HostMetrics, crash_cause_label
+from supervisor.host.deaths import cause_class
+from supervisor.metrics.registry import HostMetrics
 
 
 def sample(metrics: HostMetrics, name: str, **labels: str) -> float | None:
@@ -29,7 +30,7 @@ def sample(metrics: HostMetrics, name: str, **labels: str) -> float | None:
     ],
 )
 def test_crash_causes_are_labelled_by_their_class(cause: str, label: str) -> None:
-    assert crash_cause_label(cause) == label
+    assert cause_class(cause) == label
 
 
 def test_each_host_records_in_its_own_registry() -> None:
