@@ -19,7 +19,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-#: Bumped whenever a message changes shape; a child of another version is refused.
+#: Bumped whenever a message changes shape, or a result the parent checks does (3: `Failed`'s
+#: `final`, a story's render time); a child of another version is refused.
 PROTOCOL_VERSION = 3
 #: The signal a child answers by writing every thread's Python stack to its stderr (the host's
 #: log): sent to a child about to be killed as hung, so that the log says where it was stuck.

@@ -102,9 +102,11 @@ class PlanResult(TypedDict):
 
 
 #: The fields a story capture's snapshot result adds to an uploaded image's: where the capture
-#: was stored (`images/ab/<sha256>.png`), its digest, and whether two consecutive shots agreed
-#: (False: the story never settled in `MAX_SHOTS` shots; the last shot is kept).
-STORY_RESULT_FIELDS = ("image", "sha256", "settled")
+#: was stored (`images/ab/<sha256>.png`), its digest, whether two consecutive shots agreed
+#: (False: the story never settled in `MAX_SHOTS` shots; the last shot is kept), and the
+#: seconds the story took in the browser, failed or not (a float: 9 bytes a story, for the
+#: host's `storyshelf_story_render_seconds`).
+STORY_RESULT_FIELDS = ("image", "sha256", "settled", "render_seconds")
 
 
 def configured_chromium() -> str:

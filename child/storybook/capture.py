@@ -9,7 +9,8 @@ exactly as an uploaded image is (`capture_one`), with the snapshot's own thresho
 anti-aliasing setting over the project's when it has them. Progress is reported after every
 story, so a long shard is never mistaken for a hung child.
 
-Each result is the screenshot capture's plus `ipc.storybook.STORY_RESULT_FIELDS`. A story that
+Each result is the screenshot capture's plus `ipc.storybook.STORY_RESULT_FIELDS` (the story's
+render time among them, which the host's metrics read). A story that
 failed (an error event, the render cap, a crash) is `failed` with the story's message and no
 image; it never fails the shard. A stored build that cannot be read fails the job.
 """
@@ -81,7 +82,7 @@ def settle(
     """One snapshot's result: the capture stored and diffed, or the story's failure."""
     if capture.png is None or capture.sha256 is None:
         result = failed_result(shot, capture.error or "no screenshot")
-        result.update(image=None, sha256=None, settled=None)
+        result.update(image=None, sha256=None, settled=None, render_seconds=capture.seconds)
         return result
     image = store_capture(artifacts, capture.png, capture.sha256)
     compared = {
@@ -91,7 +92,12 @@ def settle(
         "baseline": shot.get("baseline"),
     }
     result = capture_one(artifacts, diff_dir, compared, snapshot_options(shot, options))
-    result.update(image=image, sha256=capture.sha256, settled=capture.settled)
+    result.update(
+        image=image,
+        sha256=capture.sha256,
+        settled=capture.settled,
+        render_seconds=capture.seconds,
+    )
     return result
 
 

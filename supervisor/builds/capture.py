@@ -50,6 +50,9 @@ log = structlog.get_logger(__name__)
 SHA256 = re.compile(r"[0-9a-f]{64}")
 #: What a story snapshot's row keeps of its `StorySnapshot`.
 STORY_COLUMNS = ("story_id", "mode", "title", "story")
+#: A story's render time past this is no render time (the cap, its delay and the watchdog's
+#: last resort come to under a minute).
+MAX_RENDER_SECONDS = 3600.0
 #: The largest viewport side a story snapshot may ask for, in CSS pixels.
 MAX_VIEWPORT_SIDE = 8192
 
@@ -293,6 +296,9 @@ def _check_capture(job: Job, item: Mapping[str, Any]) -> None:
     """A story's result names the image the child stored: `images/ab/<sha256>.png`, or none
     when the story failed before giving one."""
     image, digest, settled = item["image"], item["sha256"], item["settled"]
+    seconds = item["render_seconds"]
+    if type(seconds) not in (int, float) or not 0 <= seconds < MAX_RENDER_SECONDS:
+        raise ResultError(f"capture job {job.id}: malformed render time for {item['name']!r}")
     if image is None and digest is None and item["status"] == "failed":
         return
     stored_as = image_key(digest) if isinstance(digest, str) else None

@@ -13,6 +13,8 @@ from supervisor.db.connection import DatabaseUnavailable
 from supervisor.host.cadence import Cadence
 from supervisor.host.loop import run_host
 from supervisor.host.settings import HostSettings
+from supervisor.metrics.registry import HostMetrics
+from supervisor.metrics.server import MetricsServer, parse_address
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         defaults.cache_mib,
         "the cache's bound; least recently used files go first",
     )
+    option(
+        parser,
+        "--metrics-address",
+        str,
+        None,
+        "serve /metrics (Prometheus) and /healthz on HOST:PORT, such as 127.0.0.1:9464 "
+        "(port 0 picks one; off unless given)",
+    )
     parser.add_argument("--drain", action="store_true", help="exit when the queue is empty")
     parser.add_argument("--migrate", action="store_true", help="migrate the schema before starting")
 
@@ -67,8 +77,26 @@ def execute(args: argparse.Namespace) -> int:
     if problems:
         print(f"supervisor run: {'; '.join(problems)}", file=sys.stderr)
         return 2
-    prepare_database(settings.database_url, migrate=args.migrate)
-    return run_host(settings)
+    metrics = HostMetrics()
+    server = None
+    if settings.metrics_address is not None:
+        try:
+            server = MetricsServer(parse_address(settings.metrics_address), metrics)
+        except OSError as error:
+            why = error.strerror or str(error)
+            print(
+                f"supervisor run: --metrics-address {settings.metrics_address}: "
+                f"cannot listen there: {why}",
+                file=sys.stderr,
+            )
+            return 2
+    try:
+        prepare_database(settings.database_url, migrate=args.migrate)
+    except BaseException:
+        if server is not None:
+            server.close()
+        raise
+    return run_host(settings, metrics, server)
 
 
 def settings_from(args: argparse.Namespace) -> HostSettings:
@@ -90,6 +118,7 @@ def settings_from(args: argparse.Namespace) -> HostSettings:
         backoff_max_seconds=defaults.backoff_max_seconds,
         exit_when_idle=args.drain,
         chromium=args.chromium,
+        metrics_address=args.metrics_address,
         cadence=Cadence(
             idle_seconds=args.poll_seconds,
             active_seconds=min(args.poll_seconds, defaults.cadence.active_seconds),

@@ -85,6 +85,10 @@ class Job:
     lease_expires_at: datetime | None
     cancel_requested: bool
     error: str | None
+    #: When the job was due, and when the claim took it (the database's clock on PostgreSQL):
+    #: the claim's rows carry both, other reads leave them None.
+    run_at: datetime | None = None
+    claimed_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: Row[Any]) -> Job:
@@ -103,7 +107,18 @@ class Job:
             lease_expires_at=m["lease_expires_at"],
             cancel_requested=bool(m["cancel_requested"]),
             error=m["error"],
+            run_at=_aware(m.get("run_at")),
+            claimed_at=_aware(m.get("claimed_at")),
         )
+
+    @property
+    def pickup_seconds(self) -> float | None:
+        """How long the job waited after it was due before a host claimed it; None unless it
+        came from a claim. A job rescued from an expired lease counts from when it was due
+        before its earlier run."""
+        if self.run_at is None or self.claimed_at is None:
+            return None
+        return (self.claimed_at - self.run_at).total_seconds()
 
     @property
     def lease(self) -> Lease:
@@ -113,6 +128,18 @@ class Job:
     @property
     def final_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
+
+
+def _aware(moment: Any) -> datetime | None:
+    """A moment read back as an aware UTC datetime (SQLite hands back naive ones, or text for a
+    value that is not a column)."""
+    if moment is None:
+        return None
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if not isinstance(moment, datetime):
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:
@@ -248,7 +275,7 @@ def _claim_statement(dialect: str) -> Update:
             lease_expires_at=_moment(dialect, "lease_until"),
             child_pid=_child_pid_of_slot(dialect, picked.c.slot),
         )
-        .returning(*jobs.c)
+        .returning(*jobs.c, now.label("claimed_at"))
     )
 
 
@@ -525,6 +552,24 @@ def open_job_count(conn: Connection) -> int:
         select(_open_in("queued").scalar_subquery() + _open_in("running").scalar_subquery())
     ).scalar_one()
     return int(count)
+
+
+#: The states a job waits or works in: the depth of the queue.
+OPEN_STATES: tuple[JobStatus, ...] = ("queued", "running")
+
+
+def open_jobs_by_kind(conn: Connection) -> dict[tuple[str, JobStatus], int]:
+    """Jobs queued or running by (kind, state), on any host, in one statement (for the metrics
+    scrape): a GROUP BY per state, each on its partial index, never over the finished jobs."""
+    counts = union_all(
+        *(
+            select(jobs.c.kind, literal_column(f"'{state}'").label("status"), func.count())
+            .where(_in_state(state))
+            .group_by(jobs.c.kind)
+            for state in OPEN_STATES
+        )
+    )
+    return {(kind, status): int(count) for kind, status, count in conn.execute(counts)}
 
 
 def _open_in(status: JobStatus) -> Select[int]:

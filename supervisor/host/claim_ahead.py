@@ -85,6 +85,12 @@ class ClaimAhead:
         return [child for child, room in needs for _ in range(room)] if due else []
 
     @staticmethod
+    def not_started(inflight: InFlight) -> int:
+        """Jobs claimed ahead that no child has started: held here, or sent to wait behind
+        their child's job (the `storyshelf_claimed_ahead` gauge)."""
+        return sum(1 for _ in inflight.held()) + sum(1 for _ in inflight.waiting())
+
+    @staticmethod
     def overdue(inflight: InFlight, now: float) -> list[Running]:
         """Jobs held behind a job running for longer than `PATIENCE_SECONDS`, taken back."""
         return [

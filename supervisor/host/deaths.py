@@ -7,6 +7,7 @@ cgroup's `memory.events` shows a new `oom_kill`, the cause says so for certain.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,3 +104,30 @@ def death_cause(status: int, oom: OomCounter, *, killed: Kill | None = None) -> 
             f"{cause} (out of memory)" if oom.new_oom_kill() else f"{cause} (likely out of memory)"
         )
     return cause
+
+
+_EXIT = re.compile(r"exit status (\d+)")
+_SIGNAL = re.compile(r"(SIG[A-Z0-9]+|signal \d+)")
+
+
+def cause_class(cause: str) -> str:
+    """The class of a cause `death_cause` gave, few and fixed, for a metric's label (the
+    detail of a stall or a frame would make a series per death).
+
+    "SIGSEGV" stays; "SIGKILL (out of memory)" is `oom_kill`, "SIGKILL (likely out of memory)"
+    is `SIGKILL`; "exit status 3" is `exit_3`; "hung (no progress for 40 s)" is `stalled`;
+    "memory limit" is `memory_limit`; "protocol error: ..." is `protocol_error`.
+    """
+    if cause.startswith("SIGKILL (out of memory)"):
+        return "oom_kill"
+    if cause.startswith("hung"):
+        return "stalled"
+    if cause.startswith("memory limit"):
+        return "memory_limit"
+    if cause.startswith("protocol error"):
+        return "protocol_error"
+    if match := _EXIT.match(cause):
+        return f"exit_{match.group(1)}"
+    if match := _SIGNAL.match(cause):
+        return match.group(1).replace(" ", "_")
+    return "other"

@@ -30,6 +30,7 @@ from supervisor.db.queue import Job
 from supervisor.host.inflight import InFlight
 from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
+from supervisor.metrics.registry import HostMetrics
 
 #: How often the leases of held-ahead jobs are looked at (they are renewed when due).
 HELD_CHECK_SECONDS = 1.0
@@ -44,7 +45,9 @@ class LeaseKeeper:
         kinds: dict[str, Kind],
         inflight: InFlight,
         log: BoundLogger,
+        metrics: HostMetrics | None = None,
     ) -> None:
+        self.metrics = metrics if metrics is not None else HostMetrics()
         self.lease_seconds = settings.lease_seconds
         self.stall_seconds = settings.stall_seconds
         #: The shortest time between two writes of one job's lease, and between expiry checks.
@@ -81,6 +84,7 @@ class LeaseKeeper:
         with transaction(engine) as conn:
             ours = queue.renew(conn, running.job.lease, self.lease_seconds)
         self.inflight.renewed(running, now, ours=ours)
+        self.metrics.leases_renewed(int(ours), int(not ours))
         if not ours:
             running.log.warning("lease lost")
 
@@ -98,6 +102,7 @@ class LeaseKeeper:
             return []
         with transaction(engine) as conn:
             ours = queue.renew_all(conn, [held.job.lease for held in due], self.lease_seconds)
+        self.metrics.leases_renewed(len(ours), len(due) - len(ours))
         lost = []
         for held in due:
             self.inflight.renewed(held, now, ours=held.job.id in ours)

@@ -66,6 +66,10 @@ from supervisor.host.settle import Settler
 from supervisor.host.signals import Signals
 from supervisor.host.sizing import size_host
 from supervisor.host.wakeup import Listener
+from supervisor.metrics.health import judge
+from supervisor.metrics.queue_depth import QueueDepth
+from supervisor.metrics.registry import HostMetrics
+from supervisor.metrics.server import MetricsServer
 
 log = structlog.get_logger(__name__)
 
@@ -116,11 +120,18 @@ class Host:
         *,
         clock: Callable[[], float] = time.monotonic,
         rand: random.Random | None = None,
+        metrics: HostMetrics | None = None,
+        server: MetricsServer | None = None,
     ) -> None:
         self.rand = rand or random.Random()
+        #: What the host records as it works, and its health (`supervisor.metrics`); served
+        #: by `server` when `run --metrics-address` gave one.
+        self.metrics = metrics if metrics is not None else HostMetrics()
+        self.server = server
         self.clock = clock
         self.settings = replace(settings, host_id=settings.host_id or new_host_id(self.rand))
         self.kinds = kinds if kinds is not None else registered_kinds()
+        self.metrics.know_kinds(self.kinds)
         self.log = log.bind(host=self.settings.host_id)
         self.sizing = size_host(settings.child_memory_bytes, settings.concurrency)
         self.signals = Signals()
@@ -131,7 +142,7 @@ class Host:
         self.store = open_store(settings.artifacts, quick=True)
         #: Where this host's children write unfinished files (`supervisor.host.scratch`).
         self.scratch = scratch.roots(self.store, settings.cache_dir.absolute())
-        self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log)
+        self.lease = LeaseKeeper(self.settings, self.kinds, self.inflight, self.log, self.metrics)
         self.timers = Timers()
         self.spawning = SpawnBackoff(
             settings.restart_limit, settings.restart_window_seconds, self.rand
@@ -141,6 +152,14 @@ class Host:
         self.oom = OomCounter()
         self.memory = TreeMemory()
         self.stopped = False
+        #: What `/healthz` is decided from, besides the back-offs: whether the first child's
+        #: image engine passed, why the database last failed (None once a commit went
+        #: through), why the last spawn failed, and what started the drain.
+        self.engine_checked = False
+        self.database_error: str | None = None
+        self.fork_error: str | None = None
+        self.drain_reason: str | None = None
+        self.queue_depth: QueueDepth | None = None
         self.last_work_at: float | None = None
         #: The last claim found no work (with --drain, time to ask whether the queue is empty).
         self.found_nothing = False
@@ -161,8 +180,10 @@ class Host:
         code = self.start()
         if code or self.stopped:
             self.pool.stop_fork_server()
+            self.stop_serving()
             return code
         while not self.stopped:
+            self.publish_state()
             self.handle_signals()
             self.reap_children()
             self.kill_stalled()
@@ -199,6 +220,8 @@ class Host:
         if first is None:
             self.stopped = True
             return 0
+        if self.server is not None:
+            self.server.start()  # the fork server runs: a thread may exist now
         self.signals.wake_on_signals()
         self.log.info("host starting", reason=self.sizing.reason, slots=self.sizing.slots)
         problem = self.check_engine(first) or self.check_store()
@@ -207,15 +230,20 @@ class Host:
             self.pool.wait_all(5.0)
             self.pool.stop_fork_server()
             return self.refuse(problem)
+        self.engine_checked = True
         self.engine = connect(self.settings.database_url, pool_size=2)
         event.listen(self.engine, "commit", self.database_answered)
         event.listen(self.engine, "before_cursor_execute", self.count_statement)
         self.settler = Settler(
-            self.engine, self.settings, self.store, self.kinds, self.log, self.clock
+            self.engine, self.settings, self.store, self.kinds, self.log, self.clock, self.metrics
         )
         if is_postgres(self.engine):
             self.listener = Listener(self.settings.database_url, self.rand)
             self.listener.connect()
+        if self.server is not None:
+            self.queue_depth = QueueDepth(self.settings.database_url, self.kinds)
+            self.metrics.registry.register(self.queue_depth)
+        self.publish_state()
         return 0
 
     def spawn_first_child(self) -> Child | None:
@@ -291,6 +319,35 @@ class Host:
         self.log.debug("child ready", child_pid=child.pid)
         return None
 
+    # -- what operators see -------------------------------------------------------------------
+
+    def publish_state(self) -> None:
+        """Set the gauges and decide the health from what the loop knows now (cheap: no
+        statement, no system call), for the server's thread to read."""
+        now = self.clock()
+        backing_off = now < self.timers.spawn_after
+        self.metrics.host_state(
+            children=sum(1 for child in self.pool.children.values() if not child.closed),
+            claimed_ahead=self.ahead.not_started(self.inflight),
+            backoff_remaining=self.timers.spawn_after - now if backing_off else None,
+        )
+        self.metrics.health.publish(
+            judge(
+                engine_checked=self.engine_checked,
+                draining=self.drain_reason if self.drain.active else None,
+                database_error=self.database_error,
+                fork_error=self.fork_error if backing_off else None,
+                spawn_deaths=len(self.spawning.deaths) if backing_off else None,
+            )
+        )
+
+    def stop_serving(self) -> None:
+        """Close the metrics server and the queue's scrape engine (the host is leaving)."""
+        if self.server is not None:
+            self.server.close()
+        if self.queue_depth is not None:
+            self.queue_depth.close()
+
     # -- signals and the drain --------------------------------------------------------------
 
     def handle_signals(self) -> None:
@@ -305,6 +362,8 @@ class Host:
     def begin_drain(self, why: str) -> None:
         """Stop claiming; running jobs may finish within `drain_seconds`."""
         self.drain.begin(self.clock())
+        self.drain_reason = why
+        self.publish_state()
         self.log.info(
             "draining",
             signal=why,
@@ -347,6 +406,8 @@ class Host:
             if running is not None:
                 for job in (running, *asked):
                     self.settler.child_died(job, cause)
+            if child.killed is None or child.killed.reason not in DELIBERATE_KILLS:
+                self.metrics.child_crashed(cause)
             deliberate = child.stopping or (
                 child.killed is not None and child.killed.reason in DELIBERATE_KILLS
             )
@@ -386,6 +447,7 @@ class Host:
             self.timers.spawn_after = now + self.spawn_failed(now, error)
             return
         if self.spawning.forked():
+            self.fork_error = None
             self.log.info("host healthy again: children spawn")
 
     def spawn_failed(self, now: float, error: ForkServerError) -> float:
@@ -393,6 +455,7 @@ class Host:
         if not isinstance(error, ForkRefused):
             self.pool.kill_fork_server()  # gone or hung: a new one is started on the next try
         delay = self.spawning.fork_failed()
+        self.fork_error = f"cannot spawn a child: {error}"
         self.log.error(
             "host unhealthy: cannot spawn a child; spawning backs off",
             error=str(error),
@@ -475,6 +538,8 @@ class Host:
             step()
         except DatabaseUnavailable as error:
             delay = self.database.failed(now)
+            self.database_error = str(error)
+            self.publish_state()
             self.log.warning(
                 "host unhealthy: waiting for the database",
                 error=str(error),
@@ -485,6 +550,7 @@ class Host:
     def database_answered(self, _conn: Connection) -> None:
         """A transaction committed: the database is there (an engine `commit` event)."""
         self.transactions += 1
+        self.database_error = None
         if self.database.succeeded():
             self.log.info("database reachable again")
 
@@ -775,6 +841,7 @@ class Host:
         if self.listener is not None:
             self.listener.close()
         self.engine.dispose()
+        self.stop_serving()
         self.log.info("host stopped", statements=self.statements, transactions=self.transactions)
 
 
@@ -782,6 +849,10 @@ def _version_mismatch(hello: Hello) -> str:
     return f"the child speaks protocol version {hello.version}, this host {PROTOCOL_VERSION}"
 
 
-def run_host(settings: HostSettings) -> int:
+def run_host(
+    settings: HostSettings,
+    metrics: HostMetrics | None = None,
+    server: MetricsServer | None = None,
+) -> int:
     """`python -m supervisor run` with these settings; the exit status."""
-    return Host(settings).run()
+    return Host(settings, metrics=metrics, server=server).run()

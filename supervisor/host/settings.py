@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ipc.artifacts.location import DEFAULT_CACHE_DIR, DEFAULT_CACHE_MIB
 from supervisor.host.cadence import CANCEL_CHECK_SECONDS, Cadence
+from supervisor.metrics.address import AddressError, parse_address
 
 DEFAULT_HOME = Path(".storyshelf")
 #: The embedded default: a SQLite file of this host's own, which commands migrate by themselves.
@@ -86,6 +87,9 @@ class HostSettings:
     cancel_check_seconds: float = CANCEL_CHECK_SECONDS
     #: Host identity written to `locked_by`; unique per process.
     host_id: str = ""
+    #: Where `/metrics` and `/healthz` are served (`HOST:PORT`, port 0 picks one); None: not
+    #: served (`supervisor.metrics.server`).
+    metrics_address: str | None = None
 
     def problems(self) -> list[str]:
         """Why these settings cannot work, in the words of `run`'s options; empty when they can.
@@ -117,6 +121,11 @@ class HostSettings:
         ]
         if self.chromium is not None and not _executable(self.chromium):
             found.append(f"--chromium {self.chromium}: no executable there")
+        if self.metrics_address is not None:
+            try:
+                parse_address(self.metrics_address)
+            except AddressError as error:
+                found.append(f"--metrics-address {error}")
         if self.drain_seconds < 0:
             found.append(f"--drain-seconds must be 0 or more, not {self.drain_seconds:g}")
         longest_stall = self.lease_seconds * STALL_SHARE_OF_LEASE

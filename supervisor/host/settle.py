@@ -28,6 +28,7 @@ from supervisor.db.queue import Job
 from supervisor.host.pool import Child
 from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
+from supervisor.metrics.registry import HostMetrics
 
 JobOutcome = Literal[
     "completed",  # the child's results were recorded and the job acknowledged
@@ -55,8 +56,11 @@ class Settler:
         kinds: dict[str, Kind],
         log: BoundLogger,
         clock: Callable[[], float],
+        metrics: HostMetrics | None = None,
     ):
         self.engine = engine
+        #: Where each job's end, each claim and each capture's stories are counted.
+        self.metrics = metrics if metrics is not None else HostMetrics()
         self.settings = settings
         self.store = store
         self.kinds = kinds
@@ -103,8 +107,15 @@ class Settler:
                 )
             self.completions, self.completions_since = completions, since
             raise
+        if children:  # counted once committed: a claim rolled back took nothing
+            self.metrics.claimed(
+                len(claimed), [s for job in claimed if (s := job.pickup_seconds) is not None]
+            )
+        results = {running.job.id: result for running, result in completions}
         for running, outcome in outcomes:
             self._report(running, outcome)
+            if outcome == "completed" and running.job.kind == "capture":
+                self.metrics.captured(results[running.job.id])
         return [running for running in started if running is not None]
 
     def _start(self, conn: Connection, job: Job, child: Child) -> Running | None:
@@ -121,11 +132,13 @@ class Settler:
         if kind is None:
             queue.fail(conn, job.lease, f'no handler registered for job kind "{job.kind}"')
             job_log.error("job finished", outcome="unhandled")
+            self.metrics.job_finished(job.kind, "unhandled", None)
             return None
         if not _accepts(kind, job.data):
             queue.fail(conn, job.lease, "malformed job")
             self._on_failed(conn, job, kind, "malformed job", job_log)
             job_log.warning("job finished", outcome="dropped", error="malformed job")
+            self.metrics.job_finished(job.kind, "dropped", None)
             return None
         try:
             payload = self._prepare(conn, job, kind)
@@ -275,6 +288,7 @@ class Settler:
         seconds = round(self.clock() - running.started_at, 3)
         level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
         getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
+        self.metrics.job_finished(running.job.kind, outcome, seconds)
 
     def _complete_all(
         self, conn: Connection, completions: list[tuple[Running, Any]]

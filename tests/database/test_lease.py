@@ -16,6 +16,7 @@ from supervisor.host.lease import LeaseKeeper
 from supervisor.host.pool import Child
 from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
+from supervisor.metrics.registry import HostMetrics
 from tests.hosts import enqueue, job
 
 
@@ -59,3 +60,18 @@ def test_a_held_job_another_host_took_is_marked_lost(engine: Engine, child: Chil
     assert lease.renew_held(engine, now=3.0) == [running]
     assert running.lost
     assert not inflight.is_holding, "a lost job never reaches its child"
+
+
+def test_renewals_and_lost_leases_are_counted_per_job(engine: Engine, child: Child) -> None:
+    for _ in range(3):
+        enqueue(engine, "noop")
+    inflight = InFlight()
+    settings = HostSettings(lease_seconds=10.0, host_id="h")
+    metrics = HostMetrics()
+    lease = LeaseKeeper(settings, {}, inflight, structlog.get_logger(), metrics)
+    held = hold_claimed(engine, inflight, child, 3)
+    with transaction(engine) as conn:
+        conn.execute(update(jobs).where(jobs.c.id == held[0].job.id).values(locked_by="other"))
+    lease.renew_held(engine, now=3.0)
+    assert metrics.registry.get_sample_value("storyshelf_lease_renewals_total") == 2
+    assert metrics.registry.get_sample_value("storyshelf_leases_lost_total") == 1

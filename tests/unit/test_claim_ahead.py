@@ -100,3 +100,16 @@ def test_a_job_is_found_and_taken_by_id(make_child: MakeChild) -> None:
     assert list(inflight.held()) == [first]
     assert inflight.take_all_held() == [first]
     assert not inflight.is_holding
+
+
+def test_jobs_not_started_are_those_held_and_those_waiting_behind_a_running_one(
+    make_child: MakeChild,
+) -> None:
+    inflight = InFlight()
+    child = make_child()
+    for _ in range(4):
+        inflight.hold(claimed_for(child))
+    assert ClaimAhead.not_started(inflight) == 4
+    inflight.start_next(child, now=0.0)  # runs
+    inflight.start_next(child, now=0.0)  # sent to wait behind it
+    assert ClaimAhead.not_started(inflight) == 3

@@ -1,0 +1,125 @@
+"""A story's capture result carries its render time, which the host counts when it records the
+capture; on PostgreSQL and SQLite (no browser: the child's results are given here as the child
+would send them)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from sqlalchemy import Engine
+
+from ipc.artifacts.folder import FolderStore
+from ipc.artifacts.keys import image_key
+from ipc.messages import Done
+from supervisor.builds import capture
+from supervisor.builds.capture import STORY_RESULT_KEYS, ResultError
+from supervisor.builds.registry import registered_kinds
+from supervisor.db import queue
+from supervisor.host.pool import Child
+from supervisor.host.settings import HostSettings
+from supervisor.host.settle import Settler
+from supervisor.metrics.registry import HostMetrics
+from tests.capture_helpers import claim
+from tests.database.test_plan_kind import planned, queue_plan, record, story
+
+SHA = "ab" * 32
+
+
+def captured(name: str, seconds: Any, settled: bool) -> dict[str, Any]:
+    """A story's result as the child sends it: rendered, stored, new."""
+    item: dict[str, Any] = dict.fromkeys(STORY_RESULT_KEYS)
+    item.update(
+        name=name,
+        status="new",
+        width=100,
+        height=40,
+        metric="yiq",
+        threshold=0.1,
+        count_aa=False,
+        image=image_key(SHA),
+        sha256=SHA,
+        settled=settled,
+        render_seconds=seconds,
+    )
+    return item
+
+
+def timed_out(name: str) -> dict[str, Any]:
+    """A story that failed at the render cap: rendered for 15 s, no shot."""
+    item: dict[str, Any] = dict.fromkeys(STORY_RESULT_KEYS)
+    item.update(
+        name=name, status="failed", error="did not finish rendering in 15 s", render_seconds=15.2
+    )
+    return item
+
+
+def planned_capture(engine: Engine, artifacts: Path) -> None:
+    """A Storybook build planned into one capture job of two stories."""
+    plan_job = queue_plan(engine, artifacts)
+    record(engine, plan_job, planned(story("a--one"), story("a--two")), artifacts)
+
+
+def settler_for(
+    engine: Engine, database_url: str, artifacts: Path, metrics: HostMetrics
+) -> Settler:
+    settings = HostSettings(database_url=database_url, artifacts=str(artifacts), host_id="h")
+    return Settler(
+        engine,
+        settings,
+        FolderStore(artifacts),
+        registered_kinds(),
+        structlog.get_logger().bind(),
+        time.monotonic,
+        metrics,
+    )
+
+
+def test_a_recorded_capture_counts_its_stories_and_their_render_times(
+    engine: Engine, database_url: str, artifacts: Path, child: Child
+) -> None:
+    planned_capture(engine, artifacts)
+    metrics = HostMetrics()
+    settler = settler_for(engine, database_url, artifacts, metrics)
+    (running,) = settler.complete_and_claim([child])
+    assert running.job.kind == "capture"
+    result = {"snapshots": [captured("a--one", 0.4, settled=False), timed_out("a--two")]}
+    settler.ended(running, Done(running.job.id, result))
+    settler.complete_and_claim([])
+
+    def sample(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, labels)
+
+    assert sample("storyshelf_jobs_finished_total", kind="capture", outcome="completed") == 1
+    assert sample("storyshelf_stories_rendered_total") == 2
+    assert sample("storyshelf_story_render_seconds_sum") == pytest.approx(15.6)
+    assert sample("storyshelf_stories_unsettled_total") == 1
+    assert sample("storyshelf_claim_batch_size_count") == 1
+    assert sample("storyshelf_pickup_latency_seconds_count") == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [
+        (lambda item: item.pop("render_seconds"), "lacks or adds fields"),
+        (lambda item: item.update(render_seconds=None), "malformed render time"),
+        (lambda item: item.update(render_seconds=-0.1), "malformed render time"),
+        (lambda item: item.update(render_seconds=True), "malformed render time"),
+        (lambda item: item.update(render_seconds="0.4"), "malformed render time"),
+        (lambda item: item.update(render_seconds=1e9), "malformed render time"),
+    ],
+)
+def test_a_story_result_without_a_sound_render_time_is_refused(
+    engine: Engine, artifacts: Path, change: Any, refused: str
+) -> None:
+    planned_capture(engine, artifacts)
+    (job,) = [job for job in claim(engine) if job.kind == "capture"]
+    items = [captured("a--one", 0.4, settled=True), timed_out("a--two")]
+    change(items[0])
+    with engine.connect() as conn, conn.begin():
+        assert queue.ack(conn, job.lease)
+        with pytest.raises(ResultError, match=refused):
+            capture.record(conn, job, {"snapshots": items})
