@@ -157,9 +157,11 @@ class StoryRenderer:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
             self._after_failure(browser, story_id, message, broken)
-            # The page's own server failed it, or kept it waiting on the store: not the story.
-            served = self._serve_failures.take() or self.site.still_reading(
-                f"{story_id}: {message}"
+            # The page's own server failed it, or a page that broke or ran out of time was
+            # kept waiting on the store: not the story. A story that reported its own error
+            # is to blame whatever is still loading (its error page asks for fonts).
+            served = self._serve_failures.take() or (
+                self.site.still_reading(f"{story_id}: {message}") if broken else None
             )
             if served is not None:
                 self._close_page()

@@ -219,6 +219,36 @@ def test_a_story_that_waited_on_a_frozen_store_is_the_hosts_trouble(
         frozen_store.process.send_signal(signal.SIGCONT)
 
 
+def test_a_story_that_throws_is_its_own_failure_while_the_store_still_sends_a_font(
+    browser: ChildBrowser,
+    frozen_store: TemporaryObjectStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A story whose render throws is recorded as failed with its own error, even when its
+    error page's font is still on its way from a store that stopped answering: only a page
+    that broke or ran out of time is the store's doing."""
+    for name, value in frozen_store.environment().items():
+        monkeypatch.setenv(name, value)
+    store = S3Store(frozen_store.new_bucket("frozen"))
+    ref = store_storybook(store, FIXTURE).ref
+    artifacts = CachedArtifacts(store, ContentCache(tmp_path, 2**30), tmp_path)
+    build = load(artifacts, ref)
+    fonts = {path for path in build.files if path.endswith(".woff2")}
+    for path in build.files.keys() - fonts:
+        build.path_of(path)  # in the cache: the fonts are all that is left to read
+    assert frozen_store.process is not None
+    frozen_store.process.send_signal(signal.SIGSTOP)
+    try:
+        with Site(build) as site, StoryRenderer(site, cap_seconds=3) as renderer:
+            result = renderer.take(snapshot("example-broken--throws-in-render"))
+            waiting = site.still_reading("the story threw")
+    finally:
+        frozen_store.process.send_signal(signal.SIGCONT)
+    assert result.error is not None and "render threw on purpose" in result.error
+    assert waiting is not None, "the error page asked the frozen store for a font"
+
+
 def test_a_server_that_cannot_start_its_thread_is_the_hosts_trouble(
     stored: Stored, monkeypatch: pytest.MonkeyPatch
 ) -> None:
