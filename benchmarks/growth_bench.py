@@ -704,6 +704,7 @@ def probes(leases: Sequence[queue.Lease]) -> list[Probe]:
         Probe(f"cancel_requested, {len(ids)} ids", "every 2 s while jobs run", lambda c: queue.cancel_requested(c, ids)),
         Probe("seconds_until_next_due", "after a short claim (each idle poll)", queue.seconds_until_next_due),
         Probe("open_job_count", "--drain: after a claim found nothing", queue.open_job_count),
+        Probe("open_jobs_by_kind", "each /metrics scrape (queue depth)", queue.open_jobs_by_kind),
         Probe("status: read_status", "`status` command (monitoring)", read_status),
     ]  # fmt: skip
 

@@ -2,10 +2,11 @@
 
 A gauge set by the loop would say what the queue held when this host last looked; read at
 scrape time it says what every host's queue holds now. One statement per scrape
-(`supervisor.db.queue.open_jobs_by_kind`), a GROUP BY over the open states only (each walks its partial index; the finished jobs, most of the table,
-are never read), on an engine of its own with short timeouts: a scrape must not wait behind
-the loop's connections, and a database that is away must not hang it. Then the collector
-yields nothing for the queue and `/healthz` says why.
+(`supervisor.db.queue.open_jobs_by_kind`), a GROUP BY over the open states only (each walks
+its partial index; the finished jobs, most of the table, are never read), on an engine of its
+own with short timeouts: a scrape must not wait behind the loop's connections, and a database
+that is away must not hang it. Then the collector yields nothing for the queue and `/healthz`
+says why.
 """
 
 from __future__ import annotations
