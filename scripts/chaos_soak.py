@@ -318,7 +318,7 @@ def shift_stops_timed_waits(library: Path) -> bool:
     Python waits with `sem_clockwait` on the monotonic clock, which that libfaketime does not
     intercept, so the kernel gets a faked monotonic deadline (a wall-clock value) and waits for
     years (wolfcw/libfaketime#390; 0.9.11 intercepts it). A child of the shifted host then never
-    beats while it waits on the bucket or on a page (`child.artifacts.beats`,
+    beats while it waits on the bucket or on a page (`child.worker.beats`,
     `child.browser.watchdog`), and a wait longer than the stall time gets it killed as hung: a
     hang of the tool, which a machine whose clock is really off does not have."""
     probe = [sys.executable, "-c", "import threading; threading.Event().wait(0.1)"]

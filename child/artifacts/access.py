@@ -25,13 +25,18 @@ from functools import cache
 from pathlib import Path
 from typing import Protocol
 
-from child.artifacts.beats import Beat, beating
 from child.cache.content import ContentCache
 from child.capture.paths import ArtifactsRoot
+from child.worker.beats import Beat, beating
 from ipc import scratch
 from ipc.artifacts import location
 from ipc.artifacts.keys import check_key
+from ipc.artifacts.s3 import LONGEST_REQUEST_SECONDS
 from ipc.artifacts.store import ArtifactStore
+
+#: The longest one call to a bucket is beaten for: what its timeouts and retries allow, and a
+#: margin.
+STORE_CALL_SECONDS = LONGEST_REQUEST_SECONDS + 10.0
 
 
 class JobArtifacts(Protocol):
@@ -125,7 +130,7 @@ class CachedArtifacts:
 
     def _download(self, key: str, target: Path) -> None:
         self.downloads += 1
-        with beating(self._beat):
+        with beating(self._beat, STORE_CALL_SECONDS):
             self._store.download(key, target)
 
     def new_scratch(self, suffix: str) -> Path:
@@ -140,7 +145,7 @@ class CachedArtifacts:
 
     def keep(self, key: str, written: Path, sha256: str | None = None) -> None:
         try:
-            with beating(self._beat):
+            with beating(self._beat, STORE_CALL_SECONDS):
                 self._store.put_file(key, written)
         except BaseException:
             written.unlink(missing_ok=True)
@@ -156,7 +161,7 @@ class CachedArtifacts:
 def for_job(where: str, beat: Beat = lambda: None) -> JobArtifacts:
     """The artifacts of a job whose payload names `where` (a folder, or `s3://...`), its
     counts its own; `beat` reports the job's progress while a bucket keeps it waiting
-    (`child.artifacts.beats`)."""
+    (`child.worker.beats`)."""
     if not location.is_remote(where):
         return FolderArtifacts(Path(where))
     store, content = _remote(where)

@@ -14,15 +14,13 @@ and a timeout. What the webhook's answer means for the job:
 from __future__ import annotations
 
 import http.client
-import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any
 
+from child.worker.beats import beating
 from child.worker.handlers import Progress
 from ipc.failures import JobError, PermanentFailure
 from ipc.notify import NotifyResult
@@ -33,9 +31,10 @@ RETRYABLE_STATUSES = frozenset({HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_
 BODY_READ_BYTES = 4096
 #: The most characters of that line kept.
 QUOTED_CHARS = 200
-#: How often a POST in flight reports progress, so that a webhook slow to answer (up to its
-#: timeout) is never taken for a hung child, whatever `--stall-seconds` is.
-BEAT_SECONDS = 1.0
+#: A POST in flight reports progress (`child.worker.beats`), so that a webhook slow to answer
+#: (up to its timeout) is never taken for a hung child, whatever `--stall-seconds` is; for this
+#: much longer than its timeouts allow.
+BEAT_MARGIN_SECONDS = 5.0
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -57,7 +56,14 @@ def run(payload: dict[str, Any], progress: Progress) -> NotifyResult:
     progress({"posting": len(payload["body"])})
     started = time.monotonic()
     try:
-        with _beating(progress, started), _OPENER.open(request, timeout=timeout) as response:
+        with (
+            beating(
+                lambda: progress({"waiting_seconds": round(time.monotonic() - started, 1)}),
+                # The timeout bounds connecting, and then each wait for the answer's bytes.
+                2 * timeout + BEAT_MARGIN_SECONDS,
+            ),
+            _OPENER.open(request, timeout=timeout) as response,
+        ):
             response.read(BODY_READ_BYTES)
             status, reason = int(response.status), str(response.reason or "")
     except urllib.error.HTTPError as error:
@@ -73,25 +79,6 @@ def run(payload: dict[str, Any], progress: Progress) -> NotifyResult:
     seconds = round(time.monotonic() - started, 3)
     progress({"status": status})
     return {"status": status, "reason": reason or _phrase(status), "seconds": seconds}
-
-
-@contextmanager
-def _beating(progress: Progress, started: float) -> Iterator[None]:
-    """Report progress every `BEAT_SECONDS` from a thread while the body's block runs (a
-    thread's beat only reports: cancels are read on the main thread, after the POST)."""
-    done = threading.Event()
-
-    def beat() -> None:
-        while not done.wait(BEAT_SECONDS):
-            progress({"waiting_seconds": round(time.monotonic() - started, 1)})
-
-    thread = threading.Thread(target=beat, name="notify-beat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
 
 
 def _refused(error: urllib.error.HTTPError) -> JobError:

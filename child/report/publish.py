@@ -6,19 +6,26 @@ all), then points the branch's `latest` page at it. Each step can be done again:
 a crash or a store outage finds the copies it made and makes only the rest, and rewrites the
 page. A picture that is no longer stored (pruned meanwhile, or lost) is left out and named in
 the result, and the page shows it broken: one missing file does not cost the build its report.
+Every call to the store beats for the job while it waits (`child.worker.beats`): a bucket that
+is away for a while fails the try when its timeouts run out, it does not get the child killed
+as hung.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
 from html import escape
 from typing import Any, cast
 
 import structlog
 
+from child.artifacts.access import STORE_CALL_SECONDS
 from child.report.render import Listing, report_parts
+from child.worker.beats import beating
 from child.worker.handlers import Progress
 from ipc.artifacts.location import open_store
+from ipc.artifacts.s3 import CONCURRENCY
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore
 from ipc.build_view import BuildView, SnapshotView, build_from_wire, snapshot_from_values
 from ipc.publish import (
@@ -32,8 +39,9 @@ from ipc.publish import (
 
 log = structlog.get_logger(__name__)
 
-#: Files copied between two beats: a bucket copies a few dozen a second.
-COPY_BATCH = 64
+#: Files copied between two reports of progress: as many as a bucket copies at once, so that a
+#: batch waits at most as long as one call.
+COPY_BATCH = CONCURRENCY
 
 
 def run(data: dict[str, Any], progress: Progress) -> PublishResult:
@@ -48,12 +56,12 @@ def run(data: dict[str, Any], progress: Progress) -> PublishResult:
     listing = Listing(
         snapshots, payload["counts"], tuple(payload["baseline_builds"]), payload["unlisted"]
     )
-    with store.writer(index) as out:
+    with _waiting(progress), store.writer(index) as out:
         for part in report_parts(view, listing):
             out.write(part.encode())
     progress({"written": index})
     if payload["latest"] is not None:
-        _point(store, payload["latest"], view)
+        _point(store, payload["latest"], view, progress)
     if missing:
         log.warning("report shows pictures no longer stored", build_id=view.id, missing=missing[:5])
     return {"index": index, "url": store.where(index), "copied": copied, "missing": missing}
@@ -77,9 +85,11 @@ def _copy_pictures(
     copied, missing = 0, []
     for batch in _batches(keys, COPY_BATCH):
         targets = {f"{folder}/{key}": key for key in batch}
-        there = store.written(list(targets))
+        with _waiting(progress):
+            there = store.written(list(targets))
         wanted = [(key, target) for target, key in targets.items() if target not in there]
-        missing.extend(sorted(store.copy_files(wanted)))
+        with _waiting(progress):
+            missing.extend(sorted(store.copy_files(wanted)))
         copied += len(wanted)
         progress({"copied": copied})
     return copied - len(missing), missing
@@ -90,16 +100,23 @@ def _batches(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[start : start + size]
 
 
-def _point(store: ArtifactStore, key: str, view: BuildView) -> None:
+def _waiting(progress: Progress) -> AbstractContextManager[None]:
+    """Beats while a call to the store waits."""
+    return beating(lambda: progress({"waiting_on": "store"}), STORE_CALL_SECONDS)
+
+
+def _point(store: ArtifactStore, key: str, view: BuildView, progress: Progress) -> None:
     """Point `key` (the branch's `latest` page) at `view`'s report, unless it already points at
     a newer build: two builds of a branch may publish in either order."""
     try:
-        pointed = pointed_build(store.read_bytes(key))
+        with _waiting(progress):
+            pointed = pointed_build(store.read_bytes(key))
     except (ArtifactMissing, FileNotFoundError):  # a bucket's missing key, a folder's
         pointed = None
     if pointed is not None and pointed > view.id:
         return
-    store.put_bytes(key, pointer_page(view), content_type="text/html; charset=utf-8")
+    with _waiting(progress):
+        store.put_bytes(key, pointer_page(view), content_type="text/html; charset=utf-8")
 
 
 def pointer_page(view: BuildView) -> bytes:

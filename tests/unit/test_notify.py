@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from child.notify import post
+from child.worker import beats
 from ipc.failures import JobError, PermanentFailure
 from ipc.notify import (
     DELIVERY_HEADER,
@@ -95,7 +96,7 @@ def test_an_answer_other_than_2xx_says_whether_a_retry_could_help(
 
 def test_a_webhook_slow_to_answer_beats_meanwhile(monkeypatch: pytest.MonkeyPatch) -> None:
     """Progress while the POST waits, so a slow webhook is never taken for a hung child."""
-    monkeypatch.setattr(post, "BEAT_SECONDS", 0.05)
+    monkeypatch.setattr(beats, "BEAT_SECONDS", 0.05)
     details: list[dict[str, Any]] = []
     with webhook_server(Answer(delay_seconds=0.5)) as server:
         post.run(payload(server.url), details.append)
