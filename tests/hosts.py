@@ -112,10 +112,14 @@ class HostProcess:
                 f"host did not exit; log:\n{self.log_path.read_text()[-4000:]}"
             ) from None
 
-    def stop(self) -> int:
-        """SIGTERM, then wait for the drain."""
+    def stop(self, *, at_once: bool = False) -> int:
+        """SIGTERM, then wait for the drain; `at_once`: a second SIGTERM once it drains, which
+        gives running jobs back instead of waiting for them."""
         if self.process.poll() is None:
             self.signal(signal.SIGTERM)
+            if at_once:
+                self.wait_for_event("draining")
+                self.signal(signal.SIGTERM)
         return self.wait()
 
     def log_tail(self) -> str:

@@ -251,7 +251,7 @@ def test_status_lists_running_jobs_with_their_child(
         "child_pid",
         "lease_expires_at",
     }
-    host.stop()
+    assert host.stop(at_once=True) == 0
 
 
 @SUPERVISION_ONLY

@@ -121,10 +121,10 @@ def test_a_fork_server_that_cannot_be_restarted_is_retried(
 def test_a_fork_server_killed_around_a_spawn_is_replaced(
     engine: Engine, start_host: StartHost, sig: signal.Signals
 ) -> None:
-    """The fork server dies at the moment a child must be replaced, again and again (20 s
+    """The fork server dies at the moment a child must be replaced, again and again (15 s
     each, on one database: the fork server never touches it)."""
     host = start_host(*FAST, "--concurrency", "2")
-    for _ in range(4):
+    for _ in range(3):
         children = ready_children(host, 2)
         fork_server = fork_server_of(host)
         fork_server.send_signal(sig)
