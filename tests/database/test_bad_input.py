@@ -232,7 +232,37 @@ def rows_and_tables(url: str) -> tuple[int, list[str]]:
         engine.dispose()
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+#: Rows refused while the command line and the settings are read, before a database is opened.
+BEFORE_THE_DATABASE = frozenset(
+    {
+        "concurrency from the environment", "lease from the environment",
+        "poll seconds not a number", "log level", "log level from the environment",
+        "build id too large", "build id not a number", "cancel id zero", "project metric",
+        "project threshold", "project flat threshold", "project budget too large",
+        "unknown option", "shards not a number", "artifacts in a bucket not named",
+        "a cache of nothing", "prune keep-days", "stall leaves the lease no room",
+        "stall from the environment leaves no room", "lease of 0", "negative lease",
+        "concurrency 0", "concurrency -1", "memory limit of 0",
+    }
+)  # fmt: skip
+assert {case.id for case in CASES} >= BEFORE_THE_DATABASE, "a row named that is not there"
+
+
+def _databases(case: Case) -> tuple[str, ...]:
+    """Both databases for a row that reaches the test's database; SQLite alone for one that
+    never does (refused before it is opened, or naming a database of its own): it would run
+    the same twice."""
+    texts = (*case.args, *case.env.values())
+    names_one = any("{database}" in text or "{empty}" in text for text in texts)
+    reaches = names_one and case.id not in BEFORE_THE_DATABASE
+    return ("postgresql", "sqlite") if reaches else ("sqlite",)
+
+
+@pytest.mark.parametrize(
+    ("case", "database_url"),
+    [pytest.param(case, db, id=f"{db}-{case.id}") for case in CASES for db in _databases(case)],
+    indirect=["database_url"],
+)
 def test_bad_input_is_one_line_and_stores_nothing(
     case: Case, places: Places, tmp_path: Path
 ) -> None:
