@@ -84,7 +84,9 @@ class _Handler(BaseHTTPRequestHandler):
 @contextmanager
 def webhook_server(*script: Answer) -> Iterator[WebhookServer]:
     server = WebhookServer(script)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     try:
         yield server
