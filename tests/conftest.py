@@ -28,8 +28,7 @@ from tests.object_store_server import (
     ObjectStore,
     own_server,
 )
-from tests.postgres_server import PostgresNotFound, TemporaryPostgres
-from tests.required import unavailable
+from tests.postgres_server import TemporaryPostgres, own_postgres_server
 
 URL_VARIABLE = "STORYSHELF_TEST_DATABASE_URL"
 
@@ -47,14 +46,7 @@ def postgres_server() -> Iterator[TemporaryPostgres | None]:
     if os.environ.get(URL_VARIABLE):
         yield None
         return
-    try:
-        server = TemporaryPostgres().start()
-    except PostgresNotFound as error:
-        unavailable("PostgreSQL", error)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from own_postgres_server()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,10 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+from tests.required import unavailable
 
 #: Durability is not what these servers are for; these make them start and write fast.
 FAST_SETTINGS = (
@@ -107,3 +110,16 @@ class TemporaryPostgres:
         with contextlib.suppress(RuntimeError):
             self.stop_server("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def own_postgres_server() -> Iterator[TemporaryPostgres]:
+    """A started server for a fixture to yield, stopped after; without PostgreSQL's binaries
+    the tests that need it are skipped, or fail under `CI=true`."""
+    try:
+        server = TemporaryPostgres().start()
+    except PostgresNotFound as error:
+        unavailable("PostgreSQL", error)
+    try:
+        yield server
+    finally:
+        server.stop()

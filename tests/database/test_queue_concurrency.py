@@ -8,6 +8,7 @@ import random
 import select
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.synchronize import Barrier
 
 import pytest
@@ -19,7 +20,7 @@ from supervisor.db.connection import DatabaseUnavailable, connect, transaction
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import jobs
 from supervisor.host.wakeup import Listener
-from tests.postgres_server import TemporaryPostgres
+from tests.postgres_server import TemporaryPostgres, own_postgres_server
 
 _start_line: Barrier | None = None
 
@@ -102,10 +103,9 @@ def test_notify_wakes_a_waiting_host_at_once(postgres_url: str) -> None:
 
 
 @pytest.fixture
-def own_postgres() -> TemporaryPostgres:
-    server = TemporaryPostgres().start()
-    yield server  # type: ignore[misc]
-    server.stop()
+def own_postgres() -> Iterator[TemporaryPostgres]:
+    """A PostgreSQL server of this test's own, which it stops and starts."""
+    yield from own_postgres_server()
 
 
 def test_database_going_away_mid_call_is_a_clear_retryable_error(

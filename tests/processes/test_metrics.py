@@ -37,9 +37,8 @@ from tests.hosts import (
     running_child,
     wait_for,
 )
-from tests.postgres_server import PostgresNotFound, TemporaryPostgres
+from tests.postgres_server import TemporaryPostgres, own_postgres_server
 from tests.processes.test_host_faults import fork_server_of
-from tests.required import unavailable
 
 SERVED = ("--metrics-address", "127.0.0.1:0")
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,14 +159,7 @@ def test_jobs_leases_and_claims_are_counted(engine: Engine, start_host: StartHos
 @pytest.fixture
 def own_postgres() -> Iterator[TemporaryPostgres]:
     """A PostgreSQL server of this test's own, which it stops and starts."""
-    try:
-        server = TemporaryPostgres().start()
-    except PostgresNotFound as error:
-        unavailable("PostgreSQL", error)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from own_postgres_server()
 
 
 @pytest.fixture
