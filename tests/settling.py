@@ -7,6 +7,7 @@ failures too.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -17,36 +18,52 @@ from child.worker.handlers import registered_handlers
 from child.worker.loop import end_of
 from ipc.artifacts.location import open_store
 from ipc.messages import Done, Failed
+from supervisor.builds.kinds import Kind
 from supervisor.builds.registry import registered_kinds
 from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.host.pool import Child
 from supervisor.host.settings import HostSettings
 from supervisor.host.settle import Settler
+from supervisor.metrics.registry import HostMetrics
 
 #: Retries come due at once, near enough: 0.05 s, doubling.
 BACKOFF_SECONDS = 0.05
+
+
+def host_settler(
+    engine: Engine,
+    database_url: str,
+    artifacts: Path,
+    *,
+    kinds: dict[str, Kind] | None = None,
+    metrics: HostMetrics | None = None,
+    backoff_base_seconds: float | None = None,
+) -> Settler:
+    """The settler a host of these settings would have (the registered kinds unless `kinds`),
+    on the artifacts at `artifacts`."""
+    settings = HostSettings(database_url=database_url, artifacts=str(artifacts), host_id="h")
+    if backoff_base_seconds is not None:
+        settings = dataclasses.replace(settings, backoff_base_seconds=backoff_base_seconds)
+    return Settler(
+        engine,
+        settings,
+        open_store(artifacts),
+        kinds if kinds is not None else registered_kinds(),
+        structlog.get_logger().bind(),
+        time.monotonic,
+        metrics,
+    )
 
 
 class SettledRunner:
     """Runs due jobs one at a time in this process, each ended by the host's settler."""
 
     def __init__(self, engine: Engine, database_url: str, artifacts: Path, child: Child) -> None:
-        settings = HostSettings(
-            database_url=database_url,
-            artifacts=str(artifacts),
-            host_id="test-host",
-            backoff_base_seconds=BACKOFF_SECONDS,
-        )
         self.engine = engine
         self.child = child
-        self.settler = Settler(
-            engine,
-            settings,
-            open_store(artifacts),
-            registered_kinds(),
-            structlog.get_logger().bind(),
-            time.monotonic,
+        self.settler = host_settler(
+            engine, database_url, artifacts, backoff_base_seconds=BACKOFF_SECONDS
         )
         self.handlers = registered_handlers()
 

@@ -30,7 +30,7 @@ from child.browser.site import ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS, LAST_RESORT_SECONDS, Watchdog
 from child.cache.content import ContentCache
 from child.storybook import capture
-from child.storybook.stored import load
+from child.storybook.stored import StoredBuild, load
 from child.worker.resources import OutOfResources
 from ipc.artifacts.s3 import S3Store
 from ipc.storybook import RENDER_CAP_SECONDS
@@ -188,6 +188,38 @@ def frozen_store() -> Iterator[TemporaryObjectStore]:
     yield from own_server()
 
 
+def stored_but(
+    frozen_store: TemporaryObjectStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    suffix: str,
+) -> tuple[StoredBuild, set[str]]:
+    """The fixture stored in a bucket of `frozen_store`, every file of it already in the host's
+    cache but those ending in `suffix`: those are all a story has left to read from the
+    bucket. The build, and the files left."""
+    for name, value in frozen_store.environment().items():
+        monkeypatch.setenv(name, value)
+    store = S3Store(frozen_store.new_bucket("frozen"))
+    ref = store_storybook(store, FIXTURE).ref
+    artifacts = CachedArtifacts(store, ContentCache(tmp_path, 2**30), tmp_path)
+    build = load(artifacts, ref)
+    left = {path for path in build.files if path.endswith(suffix)}
+    for path in build.files.keys() - left:
+        build.path_of(path)
+    return build, left
+
+
+@contextlib.contextmanager
+def frozen(server: TemporaryObjectStore) -> Iterator[None]:
+    """The object store's process stopped (SIGSTOP) while the block runs: it answers nothing."""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        server.process.send_signal(signal.SIGCONT)
+
+
 def test_a_story_that_waited_on_a_frozen_store_is_the_hosts_trouble(
     browser: ChildBrowser,
     frozen_store: TemporaryObjectStore,
@@ -197,26 +229,14 @@ def test_a_story_that_waited_on_a_frozen_store_is_the_hosts_trouble(
     """The bucket stops answering (its process frozen) while the story's stylesheet is read
     from it: the render cap passes with the request still waiting on the store. The job fails,
     to be tried again, instead of recording the story as failed."""
-    for name, value in frozen_store.environment().items():
-        monkeypatch.setenv(name, value)
-    store = S3Store(frozen_store.new_bucket("frozen"))
-    ref = store_storybook(store, FIXTURE).ref
-    artifacts = CachedArtifacts(store, ContentCache(tmp_path, 2**30), tmp_path)
-    build = load(artifacts, ref)
-    (css,) = [path for path in build.files if path.endswith(".css")]
-    for path in build.files.keys() - {css}:
-        build.path_of(path)  # in the cache: the stylesheet is all that is left to read
-    assert frozen_store.process is not None
-    frozen_store.process.send_signal(signal.SIGSTOP)
-    try:
-        with (
-            Site(build) as site,
-            StoryRenderer(site, cap_seconds=3) as renderer,
-            pytest.raises(ServeFailed, match=f"still waited on the store for {css}"),
-        ):
-            renderer.take(snapshot(NEXT))
-    finally:
-        frozen_store.process.send_signal(signal.SIGCONT)
+    build, (css,) = stored_but(frozen_store, tmp_path, monkeypatch, suffix=".css")
+    with (
+        frozen(frozen_store),
+        Site(build) as site,
+        StoryRenderer(site, cap_seconds=3) as renderer,
+        pytest.raises(ServeFailed, match=f"still waited on the store for {css}"),
+    ):
+        renderer.take(snapshot(NEXT))
 
 
 def test_a_story_that_throws_is_its_own_failure_while_the_store_still_sends_a_font(
@@ -228,23 +248,14 @@ def test_a_story_that_throws_is_its_own_failure_while_the_store_still_sends_a_fo
     """A story whose render throws is recorded as failed with its own error, even when its
     error page's font is still on its way from a store that stopped answering: only a page
     that broke or ran out of time is the store's doing."""
-    for name, value in frozen_store.environment().items():
-        monkeypatch.setenv(name, value)
-    store = S3Store(frozen_store.new_bucket("frozen"))
-    ref = store_storybook(store, FIXTURE).ref
-    artifacts = CachedArtifacts(store, ContentCache(tmp_path, 2**30), tmp_path)
-    build = load(artifacts, ref)
-    fonts = {path for path in build.files if path.endswith(".woff2")}
-    for path in build.files.keys() - fonts:
-        build.path_of(path)  # in the cache: the fonts are all that is left to read
-    assert frozen_store.process is not None
-    frozen_store.process.send_signal(signal.SIGSTOP)
-    try:
-        with Site(build) as site, StoryRenderer(site, cap_seconds=3) as renderer:
-            result = renderer.take(snapshot("example-broken--throws-in-render"))
-            waiting = site.still_reading("the story threw")
-    finally:
-        frozen_store.process.send_signal(signal.SIGCONT)
+    build, _fonts = stored_but(frozen_store, tmp_path, monkeypatch, suffix=".woff2")
+    with (
+        frozen(frozen_store),
+        Site(build) as site,
+        StoryRenderer(site, cap_seconds=3) as renderer,
+    ):
+        result = renderer.take(snapshot("example-broken--throws-in-render"))
+        waiting = site.still_reading("the story threw")
     assert result.error is not None and "render threw on purpose" in result.error
     assert waiting is not None, "the error page asked the frozen store for a font"
 

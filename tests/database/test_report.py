@@ -10,14 +10,12 @@ What the page does in a browser (filter, keys, overlay, zoom) is tested on a rea
 from __future__ import annotations
 
 import subprocess
-import time
 import tomllib
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import structlog
 from sqlalchemy import Engine, select
 
 from child.capture import shard as capture
@@ -29,15 +27,13 @@ from ipc.build_view import BuildView, SnapshotView
 from ipc.messages import Done, Failed
 from supervisor.builds import publish
 from supervisor.builds import view as view_module
-from supervisor.builds.registry import registered_kinds
 from supervisor.builds.view import load_build
 from supervisor.db import queue
 from supervisor.db.tables import builds, jobs
 from supervisor.host.pool import Child
-from supervisor.host.settings import HostSettings
-from supervisor.host.settle import Settler
 from tests.capture_helpers import run_build, run_cli, run_jobs, upload, write_png
 from tests.chromium import require_chromium
+from tests.settling import host_settler
 
 ROOT = Path(__file__).resolve().parents[2]
 BUTTON = ((8, 8, 20, 10),)
@@ -568,15 +564,7 @@ def test_a_report_that_cannot_be_published_lets_the_build_end_and_build_id_queue
     write_png(tmp_path / "v1/a.png", marks=BUTTON)
     queued = upload(engine, artifacts, tmp_path / "v1")
     (artifacts / "reports").write_text("in the way")
-    settings = HostSettings(database_url=database_url, artifacts=str(artifacts), host_id="h")
-    settler = Settler(
-        engine,
-        settings,
-        FolderStore(artifacts),
-        registered_kinds(),
-        structlog.get_logger().bind(),
-        time.monotonic,
-    )
+    settler = host_settler(engine, database_url, artifacts)
     (running,) = settler.complete_and_claim([child])
     settler.ended(running, Done(running.job.id, capture.run(running.payload, lambda _: None)))
     settler.complete_and_claim([])  # records the capture: the build ends, its publish is queued

@@ -3,15 +3,12 @@ failures that no retry can mend."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import structlog
 from sqlalchemy import Connection, Engine, text
 
-from ipc.artifacts.folder import FolderStore
 from ipc.failures import PermanentFailure
 from ipc.messages import Failed
 from supervisor.builds.kinds import Kind, Payload
@@ -19,9 +16,8 @@ from supervisor.builds.reduce import ReduceOutcome
 from supervisor.db.connection import DatabaseUnavailable
 from supervisor.db.queue import Job
 from supervisor.host.pool import Child
-from supervisor.host.settings import HostSettings
-from supervisor.host.settle import Settler
 from tests.hosts import enqueue, job
+from tests.settling import host_settler
 
 
 def _drop_own_connection(conn: Connection, _job: Job, _artifacts: Path) -> Payload:
@@ -36,25 +32,11 @@ def test_connection_lost_while_preparing_is_an_outage_and_claims_nothing(
 ) -> None:
     job_id = enqueue(engine, "drop")
     kinds = {"drop": Kind("drop", accepts=lambda _data: True, prepare=_drop_own_connection)}
-    settings = HostSettings(database_url=database_url, artifacts=str(tmp_path), host_id="h")
-    store = FolderStore(tmp_path)
-    settler = Settler(engine, settings, store, kinds, structlog.get_logger().bind(), time.monotonic)
+    settler = host_settler(engine, database_url, tmp_path, kinds=kinds)
     with pytest.raises(DatabaseUnavailable):
         settler.complete_and_claim([child])
     row = job(engine, job_id)
     assert (row["status"], row["attempt"], row["error"]) == ("queued", 0, None)
-
-
-def _settler(engine: Engine, database_url: str, tmp_path: Path, kinds: dict[str, Kind]) -> Settler:
-    settings = HostSettings(database_url=database_url, artifacts=str(tmp_path), host_id="h")
-    return Settler(
-        engine,
-        settings,
-        FolderStore(tmp_path),
-        kinds,
-        structlog.get_logger().bind(),
-        time.monotonic,
-    )
 
 
 def _closing(closed: list[str]) -> Callable[[Connection, Job, str], ReduceOutcome]:
@@ -72,7 +54,7 @@ def test_a_failure_no_retry_can_mend_fails_the_job_on_its_first_attempt(
     failure without `final` is retried with backoff."""
     closed: list[str] = []
     kinds = {"w": Kind("w", accepts=lambda _data: True, on_failed=_closing(closed))}
-    settler = _settler(engine, database_url, tmp_path, kinds)
+    settler = host_settler(engine, database_url, tmp_path, kinds=kinds)
     final_id, retried_id = enqueue(engine, "w"), enqueue(engine, "w")
     for running in settler.complete_and_claim([child, child]):
         final = running.job.id == final_id
@@ -94,7 +76,7 @@ def test_a_prepare_that_no_retry_can_mend_fails_the_job_at_once(
     engine: Engine, database_url: str, tmp_path: Path, child: Child
 ) -> None:
     kinds = {"w": Kind("w", accepts=lambda _data: True, prepare=_refuse)}  # type: ignore[arg-type]
-    settler = _settler(engine, database_url, tmp_path, kinds)
+    settler = host_settler(engine, database_url, tmp_path, kinds=kinds)
     for_good, later = enqueue(engine, "w", {"for_good": True}), enqueue(engine, "w")
     assert settler.complete_and_claim([child, child]) == []
     assert (job(engine, for_good)["status"], job(engine, for_good)["error"]) == (

@@ -4,27 +4,22 @@ would send them)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from sqlalchemy import Engine
 
-from ipc.artifacts.folder import FolderStore
 from ipc.artifacts.keys import image_key
 from ipc.messages import Done
 from supervisor.builds import capture
 from supervisor.builds.capture import STORY_RESULT_KEYS, ResultError
-from supervisor.builds.registry import registered_kinds
 from supervisor.db import queue
 from supervisor.host.pool import Child
-from supervisor.host.settings import HostSettings
-from supervisor.host.settle import Settler
 from supervisor.metrics.registry import HostMetrics
 from tests.capture_helpers import claim
 from tests.database.test_plan_kind import planned, queue_plan, record, story
+from tests.settling import host_settler
 
 SHA = "ab" * 32
 
@@ -63,27 +58,12 @@ def planned_capture(engine: Engine, artifacts: Path) -> None:
     record(engine, plan_job, planned(story("a--one"), story("a--two")), artifacts)
 
 
-def settler_for(
-    engine: Engine, database_url: str, artifacts: Path, metrics: HostMetrics
-) -> Settler:
-    settings = HostSettings(database_url=database_url, artifacts=str(artifacts), host_id="h")
-    return Settler(
-        engine,
-        settings,
-        FolderStore(artifacts),
-        registered_kinds(),
-        structlog.get_logger().bind(),
-        time.monotonic,
-        metrics,
-    )
-
-
 def test_a_recorded_capture_counts_its_stories_and_their_render_times(
     engine: Engine, database_url: str, artifacts: Path, child: Child
 ) -> None:
     planned_capture(engine, artifacts)
     metrics = HostMetrics()
-    settler = settler_for(engine, database_url, artifacts, metrics)
+    settler = host_settler(engine, database_url, artifacts, metrics=metrics)
     (running,) = settler.complete_and_claim([child])
     assert running.job.kind == "capture"
     result = {"snapshots": [captured("a--one", 0.4, settled=False), timed_out("a--two")]}
