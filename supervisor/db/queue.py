@@ -40,6 +40,7 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    type_coerce,
     union_all,
     update,
 )
@@ -86,7 +87,7 @@ class Job:
     cancel_requested: bool
     error: str | None
     #: When the job was due, and when the claim took it (the database's clock on PostgreSQL):
-    #: the claim's rows carry both, other reads leave them None.
+    #: only a claim's rows carry `claimed_at`.
     run_at: datetime | None = None
     claimed_at: datetime | None = None
 
@@ -107,8 +108,8 @@ class Job:
             lease_expires_at=m["lease_expires_at"],
             cancel_requested=bool(m["cancel_requested"]),
             error=m["error"],
-            run_at=_aware(m.get("run_at")),
-            claimed_at=_aware(m.get("claimed_at")),
+            run_at=m["run_at"],
+            claimed_at=m.get("claimed_at"),
         )
 
     @property
@@ -128,18 +129,6 @@ class Job:
     @property
     def final_attempt(self) -> bool:
         return self.attempt >= self.max_attempts
-
-
-def _aware(moment: Any) -> datetime | None:
-    """A moment read back as an aware UTC datetime (SQLite hands back naive ones, or text for a
-    value that is not a column)."""
-    if moment is None:
-        return None
-    if isinstance(moment, str):
-        moment = datetime.fromisoformat(moment)
-    if not isinstance(moment, datetime):
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:
@@ -275,7 +264,7 @@ def _claim_statement(dialect: str) -> Update:
             lease_expires_at=_moment(dialect, "lease_until"),
             child_pid=_child_pid_of_slot(dialect, picked.c.slot),
         )
-        .returning(*jobs.c, now.label("claimed_at"))
+        .returning(*jobs.c, type_coerce(now, UtcDateTime()).label("claimed_at"))
     )
 
 

@@ -406,12 +406,10 @@ class Host:
             if running is not None:
                 for job in (running, *asked):
                     self.settler.child_died(job, cause)
-            if child.killed is None or child.killed.reason not in DELIBERATE_KILLS:
+            on_purpose = child.killed is not None and child.killed.reason in DELIBERATE_KILLS
+            if not on_purpose:
                 self.metrics.child_crashed(cause)
-            deliberate = child.stopping or (
-                child.killed is not None and child.killed.reason in DELIBERATE_KILLS
-            )
-            if child.jobs_done == 0 and not deliberate:
+            if child.jobs_done == 0 and not (child.stopping or on_purpose):
                 self.note_fruitless_death()
 
     def note_fruitless_death(self) -> None:
