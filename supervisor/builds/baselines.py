@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Table, literal, select
-from sqlalchemy.dialects import postgresql, sqlite
 
+from supervisor.db.connection import upsert
 from supervisor.db.tables import baselines, build_baselines, snapshots
 
 #: Names looked up per statement, well under SQLite's bound-parameter limit.
@@ -78,7 +78,6 @@ def accept(conn: Connection, project_id: int, build_id: int) -> None:
     Rows are written in name order, so two builds of a project accepted at once on PostgreSQL
     take the rows' locks in the same order and the later one waits instead of deadlocking.
     """
-    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     accepted = (
         select(
             literal(project_id, baselines.c.project_id.type),
@@ -89,7 +88,7 @@ def accept(conn: Connection, project_id: int, build_id: int) -> None:
         .where(snapshots.c.build_id == build_id, snapshots.c.status != "failed")
         .order_by(snapshots.c.name)
     )
-    statement = insert(baselines).from_select(
+    statement = upsert(conn, baselines).from_select(
         ["project_id", "name", "snapshot_id", "build_id"], accepted
     )
     conn.execute(

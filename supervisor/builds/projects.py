@@ -12,8 +12,6 @@ from typing import Any, Literal, cast
 
 import structlog
 from sqlalchemy import Connection, select, update
-from sqlalchemy.dialects.postgresql import insert as postgres_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from ipc.diff_settings import (
     DEFAULT_BUDGET_PIXELS,
@@ -24,6 +22,7 @@ from ipc.diff_settings import (
     METRICS,
     Metric,
 )
+from supervisor.db.connection import upsert
 from supervisor.db.tables import projects
 
 log = structlog.get_logger(__name__)
@@ -90,8 +89,7 @@ def ensure_project(conn: Connection, name: str) -> int:
     found = _project_id(conn, name)
     if found is not None:
         return found
-    dialect_insert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    conn.execute(dialect_insert(projects).values(name=name, **DEFAULTS).on_conflict_do_nothing())
+    conn.execute(upsert(conn, projects).values(name=name, **DEFAULTS).on_conflict_do_nothing())
     created = _project_id(conn, name)
     assert created is not None, "the project exists after the insert"
     log.info("project created", project=name, project_id=created)

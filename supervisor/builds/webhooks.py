@@ -17,10 +17,9 @@ from urllib.parse import SplitResult, urlsplit
 
 import structlog
 from sqlalchemy import Connection, delete, select, update
-from sqlalchemy.dialects.postgresql import insert as postgres_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from supervisor.builds.projects import ProjectError
+from supervisor.db.connection import upsert
 from supervisor.db.tables import webhooks
 
 log = structlog.get_logger(__name__)
@@ -127,9 +126,8 @@ def _add(conn: Connection, project_id: int, url: str, secret: str | None) -> Non
     """Add `url`, or give it `secret` if the project has it already (a secret it had stays
     when none is given). The insert skips a URL that exists, so two commands adding it at
     once both succeed."""
-    dialect_insert = postgres_insert if conn.dialect.name == "postgresql" else sqlite_insert
     added = conn.execute(
-        dialect_insert(webhooks)
+        upsert(conn, webhooks)
         .values(project_id=project_id, url=url, secret=secret)
         .on_conflict_do_nothing()
     ).rowcount

@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import URL, Connection, Engine, create_engine, event
+from sqlalchemy import URL, Connection, Engine, Table, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 
@@ -59,6 +60,12 @@ class UnsupportedDatabase(ValueError):
 
 def is_postgres(bind: Engine | Connection) -> bool:
     return bind.dialect.name == "postgresql"
+
+
+def upsert(conn: Connection, table: Table) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT into `table` that takes an ON CONFLICT clause, in `conn`'s dialect (both
+    spell `on_conflict_do_nothing` and `on_conflict_do_update` alike)."""
+    return postgresql.insert(table) if is_postgres(conn) else sqlite.insert(table)
 
 
 def parse_url(url: str) -> URL:
