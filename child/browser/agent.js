@@ -31,22 +31,20 @@
   window.addEventListener('unhandledrejection', (event) => errors.push(describe(event.reason)));
 
   // The story being shown, and what Storybook said about it since it was asked for.
+  // `shownAt` is the page's time (held by the child's clock) when the story was asked for.
   const fresh = (storyId) => ({
     storyId,
+    shownAt: performance.now(),
     rendered: false,
     finished: false,
     unchanged: false,
     error: null,
-    errorAt: 0,
   });
   const initialId = new URLSearchParams(location.search).get('id');
   let story = fresh(initialId);
 
   const fail = (message) => {
-    if (story.error === null) {
-      story.error = message;
-      story.errorAt = performance.now();
-    }
+    if (story.error === null) story.error = message;
   };
   // Events that name their story are ignored when they name another (a late event of the story
   // shown before); the error events name none and always come before their story finishes.
@@ -100,10 +98,6 @@
     if (events && typeof events === 'object') return 'STORY_FINISHED' in events;
     return true;
   };
-  // How long an error may wait for its story to finish: Storybook tears the render down after
-  // it, and the next story must not start before.
-  const ERROR_SETTLE_MS = 1000;
-
   const STYLE_ID = 'storyshelf-capture-style';
   const STYLE = [
     '*, *::before, *::after { caret-color: transparent !important; }',
@@ -137,15 +131,13 @@
       return '';
     },
 
-    // null while the story renders; then {error} or {ok: true}.
+    // null while the story renders; then {ok: true, elapsed} (the page's time since the story
+    // was asked for), or {error, finished} (the child gives a story that reported an error a
+    // moment to finish, by its own clock: the page's is held).
     outcome() {
-      if (story.error !== null) {
-        const settled = story.finished || performance.now() - story.errorAt > ERROR_SETTLE_MS;
-        return settled ? { error: story.error } : null;
-      }
-      if (story.finished || story.unchanged) return { ok: true };
-      if (story.rendered && !finishes()) return { ok: true };
-      return null;
+      if (story.error !== null) return { error: story.error, finished: story.finished };
+      const done = story.finished || story.unchanged || (story.rendered && !finishes());
+      return done ? { ok: true, elapsed: performance.now() - story.shownAt } : null;
     },
 
     // Whether fonts and images have all loaded (a blocked image counts: it failed at once). A
@@ -164,8 +156,10 @@
     },
 
     // Pause every animation and transition: at its end, or at its first frame. An animation
-    // that never ends (infinite iterations) is paused at its first frame either way.
-    freeze(atEnd) {
+    // that never ends (infinite iterations) is paused at its first frame either way. SVG
+    // animations (SMIL) are paused at `svgSeconds` into their timeline (at the end of any that
+    // end sooner), videos and audio at their first frame, as Chromatic does.
+    freeze(atEnd, svgSeconds) {
       if (!document.getElementById(STYLE_ID) && document.head) {
         const style = document.createElement('style');
         style.id = STYLE_ID;
@@ -182,6 +176,18 @@
           const end = Number(timing.endTime);
           animation.pause();
           animation.currentTime = atEnd && Number.isFinite(end) ? end : start;
+          paused += 1;
+        }
+        for (const svg of root.querySelectorAll('svg')) {
+          if (svg.ownerSVGElement || typeof svg.pauseAnimations !== 'function') continue;
+          svg.pauseAnimations();
+          svg.setCurrentTime(atEnd ? svgSeconds : 0);
+          paused += 1;
+        }
+        for (const media of root.querySelectorAll('video, audio')) {
+          media.autoplay = false;
+          if (!media.paused) media.pause();
+          if (media.currentTime !== 0) media.currentTime = 0;
           paused += 1;
         }
       }

@@ -2,10 +2,20 @@
 
 Each job gets its own browser context (a clean cache, storage and permissions per build) with one
 page. What would let a story's pixels differ between runs or hosts is fixed here: the viewport
-and device scale factor, reduced motion, a light colour scheme, the locale and time zone, a clock
-frozen at one instant (`Date` and `Date.now()` always give `FROZEN_TIME`; timers still run), a
-seeded `Math.random` (the agent), and no service worker. Every request that leaves the build's
-server is aborted (`child.browser.site.RequestGuard`).
+and device scale factor, reduced motion, a light colour scheme, the locale and time zone, a
+seeded `Math.random` (the agent), no service worker, and the clock: `Date` always gives
+`FROZEN_TIME`. Every request that leaves the build's server is aborted
+(`child.browser.site.RequestGuard`).
+
+A page that captures stories also holds time (`hold_time`): Playwright's fake clock replaces
+`setTimeout`, `setInterval`, `requestAnimationFrame`, `requestIdleCallback` and `performance.now`,
+paused, so that script-driven motion (a chart's `requestAnimationFrame` tween, a counter on
+`setInterval`) moves only when the renderer runs the clock forward (`child.browser.hold`).
+Chosen over the DevTools protocol's virtual time (`Emulation.setVirtualTimePolicy`): virtual
+time is granted in budgets that the renderer spends as it likes while the network or a timer is
+busy, and it stalls Playwright's own waits, which run on the page's timers; the fake clock is
+script in the page, per context, and `clock.run_for` fires every timer due in a stretch of time,
+in order, before it returns. A plan's page keeps timers running: it only reads parameters.
 """
 
 from __future__ import annotations
@@ -25,9 +35,15 @@ AGENT = Path(__file__).with_name("agent.js")
 
 
 def open_page(
-    browser: ChildBrowser, guard: RequestGuard, viewport: Viewport | None = None
+    browser: ChildBrowser,
+    guard: RequestGuard,
+    viewport: Viewport | None = None,
+    *,
+    hold_time: bool = False,
 ) -> tuple[BrowserContext, Page]:
-    """A new context and its page, ready to load the build; close the context when done."""
+    """A new context and its page, ready to load the build; close the context when done.
+
+    With `hold_time`, the page's timers are paused from its first script on."""
     size = viewport or {"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT}
     context = browser.browser.new_context(
         viewport={"width": size["width"], "height": size["height"]},
@@ -43,6 +59,10 @@ def open_page(
     )
     try:
         context.add_init_script(path=AGENT)
+        if hold_time:
+            # In this order: a pause sets the clock's time anew and forgets a fixed one.
+            context.clock.install(time=FROZEN_TIME)
+            context.clock.pause_at(FROZEN_TIME)
         context.clock.set_fixed_time(FROZEN_TIME)
         page = context.new_page()
         guard.install(page)

@@ -8,17 +8,19 @@ again at another size), which costs a render, not a page load. Each story then g
    `storyRendered`; Storybook runs the play function before either, so a story is captured
    after its play. An error event (`storyErrored`, `storyThrewException`,
    `playFunctionThrewException`, `unhandledErrorsWhilePlaying`, `storyMissing`) fails the
-   snapshot with the story's message.
-2. Fonts loaded, every image complete (a blocked one fails at once), and a quiet network: no
+   snapshot with the story's message. The page's clock is held (`child.browser.hold`) and runs
+   a frame for each wait meanwhile.
+2. The story's own delay and its animations, in the page's time: the clock runs forward by the
+   delay, then to the end of the story's motion (or one frame, for a story paused at its start).
+3. Fonts loaded, every image complete (a blocked one fails at once), and a quiet network: no
    request in flight for `QUIET_SECONDS`.
-3. Steps 1 and 2 together within `RENDER_CAP_SECONDS` (Chromatic's cap), else the snapshot fails
+4. Steps 1 to 3 together within `RENDER_CAP_SECONDS` (Chromatic's cap), else the snapshot fails
    with "did not finish rendering in 15 s" and the page is closed (a page that hangs its main
    thread is ended with it); the next story gets a new page.
-4. The story's own delay.
-5. Every animation and transition paused at its end (or its first frame), the caret hidden, and
-   shots taken until two consecutive ones hash the same (at most `MAX_SHOTS`; the last is kept
-   and the capture says it never settled). A shot covers the story root's box unless the story
-   asks for the viewport or the whole page.
+5. Every CSS animation, transition, Web Animation, SVG animation and video paused at its end (or
+   its first frame), the caret hidden, and shots taken until two consecutive ones hash the same
+   (at most `MAX_SHOTS`; the last is kept and the capture says it never settled). A shot covers
+   the story root's box unless the story asks for the viewport or the whole page.
 
 Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
 fire on a page whose main thread hangs, so at the deadline the renderers are killed and the
@@ -41,6 +43,7 @@ from playwright.sync_api import BrowserContext, Page, Request
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_clock
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, ServeFailures, Site
@@ -52,10 +55,13 @@ log = structlog.get_logger(__name__)
 
 #: How long the network must stay without a request in flight to count as quiet.
 QUIET_SECONDS = 0.1
-#: How long the shots of one story may take, after its delay.
+#: How long the shots of one story may take.
 SHOTS_SECONDS = 10.0
 #: How often a wait on the page looks again, in milliseconds.
 POLL_MS = 20
+#: How long a story that reported an error may take to finish: Storybook tears its render down
+#: after it, and the next story must not start before.
+ERROR_SETTLE_SECONDS = 1.0
 
 #: How a story is brought into the page: switched to through Storybook's channel, or by
 #: loading the page again (what a Storybook without a reachable channel gets).
@@ -89,7 +95,7 @@ def cap_message(seconds: float = RENDER_CAP_SECONDS) -> str:
 
 
 def shots_message(seconds: float = SHOTS_SECONDS) -> str:
-    return f"did not give a screenshot in {seconds:g} s after its delay"
+    return f"did not give a screenshot in {seconds:g} s"
 
 
 class StoryRenderer:
@@ -149,10 +155,9 @@ class StoryRenderer:
         refused = RefusedForks()
         browser = self._browser_of()
         self._live = browser
-        delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS) / 1000
         self._watchdog.arm(self._cap, cap_message(self._cap))
         try:
-            png, settled, shots = self._take(browser, snapshot, started, delay)
+            png, settled, shots = self._take(browser, snapshot, started)
         except StoryFailed as failure:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
@@ -182,15 +187,18 @@ class StoryRenderer:
         )
 
     def _take(
-        self, browser: ChildBrowser, snapshot: StorySnapshot, started: float, delay: float
+        self, browser: ChildBrowser, snapshot: StorySnapshot, started: float
     ) -> tuple[bytes, bool, int]:
         render_deadline = started + self._cap
         try:
             page = self._ensure_page(browser, snapshot["viewport"])
             self._show(page, snapshot["story_id"], render_deadline)
-            outcome = self._poll(page, "() => window.__storyshelf.outcome()", render_deadline)
-            if "error" in outcome:
-                raise StoryFailed(str(outcome["error"]))
+            elapsed = self._await_outcome(page, render_deadline)
+            delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
+            motion = RUN_TO_END_MS if snapshot["pause_animation_at_end"] else FIRST_FRAME_MS
+            # Counted from when the story was shown, not from when it finished: a loop that
+            # never ends is then held at the same moment however long Storybook took.
+            run_clock(page, delay + max(motion - elapsed, 0))
             self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
             self._wait_for_quiet(page, render_deadline)
         except PlaywrightTimeout:
@@ -198,21 +206,44 @@ class StoryRenderer:
         except PlaywrightError as error:
             raise self._broken(browser, error) from None
         if self._watchdog.fired is None:
-            self._watchdog.arm(delay + SHOTS_SECONDS, shots_message())
+            self._watchdog.arm(SHOTS_SECONDS, shots_message())
         try:
-            if delay:
-                page.wait_for_timeout(delay * 1000)
             return self._shoot(page, snapshot, self._clock() + SHOTS_SECONDS)
         except PlaywrightTimeout:
             raise StoryFailed(shots_message(), page_broken=True) from None
         except PlaywrightError as error:
             raise self._broken(browser, error) from None
 
+    def _await_outcome(self, page: Page, deadline: float) -> int:
+        """Wait for the story to finish rendering, and return how long that took in the page's
+        time (ms); raise `StoryFailed` with the error it reported, once it finished or had its
+        time to.
+
+        The page's clock runs a frame for each wait while no request is in flight: then only
+        a timer can be what the story waits for (a play function's typing, a debounce). While
+        its files load, time stands still, so that a story that needs no timer to render is
+        rendered at the instant it was shown, however slow the machine."""
+        errored_at: float | None = None
+        while True:
+            outcome = self._call(page, "() => window.__storyshelf.outcome()", None, deadline)
+            if outcome is not None and "error" not in outcome:
+                return round(float(outcome["elapsed"]))
+            if outcome is not None:
+                errored_at = self._clock() if errored_at is None else errored_at
+                if outcome.get("finished") or self._clock() - errored_at >= ERROR_SETTLE_SECONDS:
+                    raise StoryFailed(str(outcome["error"]))
+            if self._clock() >= deadline:
+                raise PlaywrightTimeout("the story did not finish rendering")
+            self._beat_now()
+            if self._in_flight == 0:
+                run_clock(page, FRAME_MS)
+            page.wait_for_timeout(FRAME_MS)
+
     def _ensure_page(self, browser: ChildBrowser, viewport: Viewport) -> Page:
         if self._page is not None and (self._crashed or self._browser is not browser):
             self._close_page()
         if self._page is None:
-            self._context, self._page = open_page(browser, self.guard, viewport)
+            self._context, self._page = open_page(browser, self.guard, viewport, hold_time=True)
             self._browser = browser
             self._viewport = viewport
             self._shown = None
@@ -262,7 +293,12 @@ class StoryRenderer:
         previous: str | None = None
         png = b""
         for shot in range(1, MAX_SHOTS + 1):
-            self._call(page, "(atEnd) => window.__storyshelf.freeze(atEnd)", at_end, deadline)
+            self._call(
+                page,
+                "([atEnd, seconds]) => window.__storyshelf.freeze(atEnd, seconds)",
+                [at_end, RUN_TO_END_MS / 1000],
+                deadline,
+            )
             png = self._screenshot(page, snapshot, deadline)
             digest = hashlib.sha256(png).hexdigest()
             if digest == previous:

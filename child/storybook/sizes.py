@@ -14,9 +14,11 @@ every size of the story, in this order:
    its `screenshot.viewport` (one name or `{width, height}`).
 5. The viewport addon's default: Storybook 9 and later `globals.viewport = {value, isRotated}`
    (the story's `storyGlobals`, then its `globals`, then the preview's initial globals; a custom
-   "375-667" value is read too, "responsive" is no default) with the names of
-   `parameters.viewport.options`; Storybook 7 and 8 `parameters.viewport.defaultViewport` (and
-   `defaultOrientation`) with the names of `parameters.viewport.viewports`. Names are looked up
+   "375-667" value is read too) with the names of `parameters.viewport.options`; Storybook 7
+   and 8 `globals.viewport` as a bare name, and `parameters.viewport.defaultViewport` (and
+   `defaultOrientation`) with the names of `parameters.viewport.viewports`. "No viewport" is
+   said in several ways, none of them a name to look up: `"reset"` (the default global of
+   Storybook 7 and 8's addon), `"responsive"`, an empty value and `{value: undefined}`. Names are looked up
    in the story's own table, else in Storybook's built-in one (`MINIMAL_VIEWPORTS`).
 6. Nothing: `DEFAULT_VIEWPORT_WIDTH` x `DEFAULT_VIEWPORT_HEIGHT`.
 
@@ -55,8 +57,9 @@ MINIMAL_VIEWPORTS: dict[str, tuple[str, int, int]] = {
     "desktop": ("Desktop", 1280, 1024),
 }
 
-#: The addon's value for "no viewport" (the canvas fills the window).
-_RESPONSIVE = "responsive"
+#: The addon's values for "no viewport" (the canvas fills the window): Storybook 7 and 8 set
+#: the global to "reset" by default; "responsive" is the older and newer tables' entry.
+_NO_VIEWPORT = frozenset({"reset", "responsive"})
 #: A length in CSS pixels, as a number or "375px".
 _PX = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*(?:px)?\s*")
 #: The addon's custom size value, "375-667" or "375px-667px" (Storybook 9 and later).
@@ -106,7 +109,7 @@ def default_size(
             return _addon_value(value, rotated, parameters, "globals.viewport")
     addon = _mapping(parameters.get("viewport"))
     name = addon.get("defaultViewport")
-    if isinstance(name, str) and name and name != _RESPONSIVE:
+    if isinstance(name, str) and name and name not in _NO_VIEWPORT:
         rotated = addon.get("defaultOrientation") == "landscape"
         return _rotate(_named(name, parameters, "viewport.defaultViewport"), rotated)
     return Viewport(width=DEFAULT_VIEWPORT_WIDTH, height=DEFAULT_VIEWPORT_HEIGHT)
@@ -186,7 +189,7 @@ def _global_viewport(value: object) -> tuple[str | None, bool]:
     if isinstance(value, Mapping):
         rotated = value.get("isRotated") is True
         value = value.get("value")
-    if not isinstance(value, str) or not value or value == _RESPONSIVE:
+    if not isinstance(value, str) or not value or value in _NO_VIEWPORT:
         return None, False
     return value, rotated
 

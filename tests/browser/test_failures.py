@@ -255,6 +255,8 @@ def test_a_story_that_throws_is_its_own_failure_while_the_store_still_sends_a_fo
         StoryRenderer(site, cap_seconds=3) as renderer,
     ):
         result = renderer.take(snapshot("example-broken--throws-in-render"))
+        assert renderer.page is not None
+        renderer.page.wait_for_function("document.fonts.status === 'loading'", timeout=5000)
         waiting = site.still_reading("the story threw")
     assert result.error is not None and "render threw on purpose" in result.error
     assert waiting is not None, "the error page asked the frozen store for a font"

@@ -99,6 +99,13 @@ SIZES: list[tuple[str, dict[str, Any], dict[str, Any], Any]] = [
     ("sb7 landscape", {"viewport": {"viewports": {"iphone6": IPHONE6}, "defaultViewport": "iphone6", "defaultOrientation": "landscape"}}, {}, [(None, 667, 375)]),
     ("sb7 built-in default", {"viewport": {"defaultViewport": "mobile2"}}, {}, [(None, 414, 896)]),
     ("sb7 responsive", {"viewport": {"defaultViewport": "responsive"}}, {}, [(None, 1200, 900)]),
+    ("sb7 reset default", {"viewport": {"defaultViewport": "reset"}}, {}, [(None, 1200, 900)]),
+    ("sb8 reset global: the addon's default", {"viewport": {"viewports": {"iphone6": IPHONE6}}}, {"initial_globals": {"viewport": "reset"}}, [(None, 1200, 900)]),
+    ("sb8 reset global, story default", {"viewport": {"viewports": {"iphone6": IPHONE6}, "defaultViewport": "iphone6"}}, {"initial_globals": {"viewport": "reset"}}, [(None, 375, 667)]),
+    ("sb8 empty global", {}, {"initial_globals": {"viewport": ""}}, [(None, 1200, 900)]),
+    ("sb9 reset value", {}, {"initial_globals": sb9("reset")}, [(None, 1200, 900)]),
+    ("sb9 undefined value", {}, {"initial_globals": {"viewport": {"isRotated": False}}}, [(None, 1200, 900)]),
+    ("sb9 undefined value, rotated", {}, {"story_globals": {"viewport": {"isRotated": True}}, "initial_globals": sb9("mobile1")}, [(None, 320, 568)]),
     ("sb7 unknown default", {"viewport": {"viewports": {"iphone6": IPHONE6}, "defaultViewport": "ipad"}}, {}, "viewport.defaultViewport: no viewport named 'ipad' (known: iphone6)"),
     ("sb9 story globals", {}, {"story_globals": sb9("mobile1")}, [(None, 320, 568)]),
     ("sb9 initial globals rotated", {}, {"initial_globals": sb9("tablet", rotated=True)}, [(None, 1112, 834)]),
@@ -330,7 +337,7 @@ def test_the_fixture_storybook_is_planned_from_its_real_preview_records() -> Non
         ("example-optout--snapshot-tag-removed", "no snapshot tag"),
     ]
     by_name = {s["name"]: s for s in result["snapshots"]}
-    assert len(by_name) == 20 - 2 - 2 + 4
+    assert len(by_name) == 28 - 2 - 2 + 4
     assert {name: s["viewport"]["width"] for name, s in by_name.items() if s["mode"]} == {
         "example-viewports--chromatic-widths [1200]": 1200,
         "example-viewports--chromatic-widths [320]": 320,
