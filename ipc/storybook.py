@@ -43,6 +43,26 @@ MAX_DELAY_MS = 15_000
 Crop = Literal["root", "viewport", "page"]
 CROPS: tuple[Crop, ...] = get_args(Crop)
 
+#: The media features a story may ask to be captured under (Chromatic's `prefersReducedMotion`,
+#: `forcedColors` and `media`). Reduced motion is on unless a story asks otherwise: the capture
+#: wants motion's end, not its course.
+ReducedMotion = Literal["reduce", "no-preference"]
+ForcedColors = Literal["none", "active"]
+MediaType = Literal["screen", "print"]
+REDUCED_MOTIONS: tuple[ReducedMotion, ...] = get_args(ReducedMotion)
+FORCED_COLORS: tuple[ForcedColors, ...] = get_args(ForcedColors)
+MEDIA_TYPES: tuple[MediaType, ...] = get_args(MediaType)
+
+#: What marks an ignore region in every story, as Chromatic marks one.
+DEFAULT_IGNORE_SELECTORS = (".chromatic-ignore", '[data-chromatic="ignore"]')
+#: A story's own ignore selectors, at most, and the longest one.
+MAX_IGNORE_SELECTORS = 50
+MAX_SELECTOR_LENGTH = 500
+#: The most ignore boxes a snapshot records (the first ones in document order).
+MAX_IGNORE_BOXES = 200
+#: The longest reason a plan gives for a story it cannot capture.
+MAX_PROBLEM_LENGTH = 1000
+
 
 class StorybookRef(TypedDict):
     """A stored Storybook build: its manifest's path under the artifacts, and its SHA-256."""
@@ -54,6 +74,17 @@ class StorybookRef(TypedDict):
 class Viewport(TypedDict):
     width: int
     height: int
+
+
+class Media(TypedDict):
+    """The media features a story is captured under."""
+
+    reduced_motion: ReducedMotion
+    forced_colors: ForcedColors
+    media: MediaType
+
+
+DEFAULT_MEDIA: Media = {"reduced_motion": "reduce", "forced_colors": "none", "media": "screen"}
 
 
 class StorySnapshot(TypedDict):
@@ -78,6 +109,14 @@ class StorySnapshot(TypedDict):
     #: `chromatic.diffIncludeAntiAliasing`), or None for the project's.
     threshold: float | None
     count_aa: bool | None
+    #: The story's own ignore regions, as CSS selectors (`chromatic.ignoreSelectors`, Lost
+    #: Pixel's `mask`), besides `DEFAULT_IGNORE_SELECTORS`: their boxes are recorded with the
+    #: capture and their pixels are not compared.
+    ignore: list[str]
+    media: Media
+    #: Why the story cannot be captured as it asks (a size that cannot be honoured): the
+    #: snapshot is then `failed` with this reason, never left out unseen. None to capture it.
+    problem: str | None
 
 
 class SkippedStory(TypedDict):
@@ -105,8 +144,9 @@ class PlanResult(TypedDict):
 #: was stored (`images/ab/<sha256>.png`), its digest, whether two consecutive shots agreed
 #: (False: the story never settled in `MAX_SHOTS` shots; the last shot is kept), and the
 #: seconds the story took in the browser, failed or not (a float: 9 bytes a story, for the
-#: host's `storyshelf_story_render_seconds`).
-STORY_RESULT_FIELDS = ("image", "sha256", "settled", "render_seconds")
+#: host's `storyshelf_story_render_seconds`), and the boxes of its ignore regions in the image,
+#: `[left, top, width, height]` each (None when it failed).
+STORY_RESULT_FIELDS = ("image", "sha256", "settled", "render_seconds", "ignore_boxes")
 
 
 def configured_chromium() -> str:

@@ -194,6 +194,36 @@
       return paused;
     },
 
+    // The boxes of the elements `selectors` match (in every shadow root too), in page
+    // coordinates, whole pixels around each: [left, top, width, height]; a selector the
+    // browser cannot parse is listed in `bad` and matches nothing.
+    ignoreBoxes(selectors, limit) {
+      const boxes = new Map();
+      const bad = [];
+      for (const selector of selectors) {
+        const found = [];
+        try {
+          for (const root of roots()) found.push(...root.querySelectorAll(selector));
+        } catch (_) {
+          bad.push(selector);
+          continue;
+        }
+        for (const element of found) {
+          const box = element.getBoundingClientRect();
+          if (!(box.width > 0 && box.height > 0)) continue;
+          const left = Math.floor(box.left + window.scrollX);
+          const top = Math.floor(box.top + window.scrollY);
+          const right = Math.ceil(box.right + window.scrollX);
+          const bottom = Math.ceil(box.bottom + window.scrollY);
+          const key = `${left},${top},${right},${bottom}`;
+          if (!boxes.has(key) && boxes.size < limit) {
+            boxes.set(key, [left, top, right - left, bottom - top]);
+          }
+        }
+      }
+      return { boxes: [...boxes.values()], bad };
+    },
+
     // The story root's box in page coordinates, whole pixels around it; null without a root.
     rootBox() {
       const root = document.querySelector('#storybook-root') || document.querySelector('#root');

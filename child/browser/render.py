@@ -31,6 +31,7 @@ next; a browser that dies fails its story and is launched again for the next (`c
 from __future__ import annotations
 
 import hashlib
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,7 +50,17 @@ from child.browser.pages import open_page
 from child.browser.site import RequestGuard, ServeFailures, Site
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 from child.worker.resources import RefusedForks
-from ipc.storybook import MAX_DELAY_MS, MAX_SHOTS, RENDER_CAP_SECONDS, StorySnapshot, Viewport
+from ipc.storybook import (
+    DEFAULT_IGNORE_SELECTORS,
+    DEFAULT_MEDIA,
+    MAX_DELAY_MS,
+    MAX_IGNORE_BOXES,
+    MAX_SHOTS,
+    RENDER_CAP_SECONDS,
+    Media,
+    StorySnapshot,
+    Viewport,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +73,9 @@ POLL_MS = 20
 #: How long a story that reported an error may take to finish: Storybook tears its render down
 #: after it, and the next story must not start before.
 ERROR_SETTLE_SECONDS = 1.0
+
+#: A box in an image: left, top, width, height.
+Box = tuple[int, int, int, int]
 
 #: How a story is brought into the page: switched to through Storybook's channel, or by
 #: loading the page again (what a Storybook without a reachable channel gets).
@@ -80,6 +94,8 @@ class Capture:
     error: str | None
     seconds: float
     shots: int = 0
+    #: The story's ignore regions in the image, [left, top, width, height] each.
+    ignore_boxes: tuple[tuple[int, int, int, int], ...] = ()
 
 
 class StoryFailed(Exception):
@@ -88,6 +104,12 @@ class StoryFailed(Exception):
     def __init__(self, message: str, *, page_broken: bool = False) -> None:
         super().__init__(message)
         self.page_broken = page_broken
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """A PNG's width and height, from its header (Chromium's screenshots are PNGs)."""
+    width, height = struct.unpack(">II", png[16:24])
+    return int(width), int(height)
 
 
 def cap_message(seconds: float = RENDER_CAP_SECONDS) -> str:
@@ -129,6 +151,7 @@ class StoryRenderer:
         self._page: Page | None = None
         self._shown: str | None = None
         self._viewport: Viewport | None = None
+        self._media: Media = DEFAULT_MEDIA
         self._crashed = False
         self._in_flight = 0
         self._last_activity = 0.0
@@ -157,7 +180,7 @@ class StoryRenderer:
         self._live = browser
         self._watchdog.arm(self._cap, cap_message(self._cap))
         try:
-            png, settled, shots = self._take(browser, snapshot, started)
+            png, settled, shots, boxes = self._take(browser, snapshot, started)
         except StoryFailed as failure:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
@@ -182,16 +205,16 @@ class StoryRenderer:
             raise served
         seconds = self._clock() - started
         log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
-        return Capture(
-            story_id, png, hashlib.sha256(png).hexdigest(), settled, None, seconds, shots
-        )
+        digest = hashlib.sha256(png).hexdigest()
+        return Capture(story_id, png, digest, settled, None, seconds, shots, boxes)
 
     def _take(
         self, browser: ChildBrowser, snapshot: StorySnapshot, started: float
-    ) -> tuple[bytes, bool, int]:
+    ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
         render_deadline = started + self._cap
         try:
             page = self._ensure_page(browser, snapshot["viewport"])
+            self._emulate(page, snapshot["media"])
             self._show(page, snapshot["story_id"], render_deadline)
             elapsed = self._await_outcome(page, render_deadline)
             delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
@@ -208,7 +231,9 @@ class StoryRenderer:
         if self._watchdog.fired is None:
             self._watchdog.arm(SHOTS_SECONDS, shots_message())
         try:
-            return self._shoot(page, snapshot, self._clock() + SHOTS_SECONDS)
+            deadline = self._clock() + SHOTS_SECONDS
+            png, settled, shots, origin = self._shoot(page, snapshot, deadline)
+            return png, settled, shots, self._ignore_boxes(page, snapshot, png, origin, deadline)
         except PlaywrightTimeout:
             raise StoryFailed(shots_message(), page_broken=True) from None
         except PlaywrightError as error:
@@ -246,6 +271,7 @@ class StoryRenderer:
             self._context, self._page = open_page(browser, self.guard, viewport, hold_time=True)
             self._browser = browser
             self._viewport = viewport
+            self._media = DEFAULT_MEDIA
             self._shown = None
             self._crashed = False
             self._in_flight = 0
@@ -258,6 +284,16 @@ class StoryRenderer:
             self._page.set_viewport_size({"width": viewport["width"], "height": viewport["height"]})
             self._viewport = viewport
         return self._page
+
+    def _emulate(self, page: Page, media: Media) -> None:
+        """The media features the story asks for, set only when they change."""
+        if media != self._media:
+            page.emulate_media(
+                media=media["media"],
+                reduced_motion=media["reduced_motion"],
+                forced_colors=media["forced_colors"],
+            )
+            self._media = media
 
     def _show(self, page: Page, story_id: str, deadline: float) -> None:
         """Bring `story_id` into the page: a switch through the channel, else a page load."""
@@ -287,11 +323,12 @@ class StoryRenderer:
 
     def _shoot(
         self, page: Page, snapshot: StorySnapshot, deadline: float
-    ) -> tuple[bytes, bool, int]:
-        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`."""
+    ) -> tuple[bytes, bool, int, tuple[int, int]]:
+        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`; with where the
+        last one's top left corner is on the page."""
         at_end = snapshot["pause_animation_at_end"]
         previous: str | None = None
-        png = b""
+        png, origin = b"", (0, 0)
         for shot in range(1, MAX_SHOTS + 1):
             self._call(
                 page,
@@ -299,15 +336,17 @@ class StoryRenderer:
                 [at_end, RUN_TO_END_MS / 1000],
                 deadline,
             )
-            png = self._screenshot(page, snapshot, deadline)
+            png, origin = self._screenshot(page, snapshot, deadline)
             digest = hashlib.sha256(png).hexdigest()
             if digest == previous:
-                return png, True, shot
+                return png, True, shot, origin
             previous = digest
         log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
-        return png, False, MAX_SHOTS
+        return png, False, MAX_SHOTS, origin
 
-    def _screenshot(self, page: Page, snapshot: StorySnapshot, deadline: float) -> bytes:
+    def _screenshot(
+        self, page: Page, snapshot: StorySnapshot, deadline: float
+    ) -> tuple[bytes, tuple[int, int]]:
         crop = snapshot["crop"]
         common: dict[str, Any] = {
             "type": "png",
@@ -325,9 +364,41 @@ class StoryRenderer:
                 inside = box["x"] + box["width"] <= viewport["width"] and (
                     box["y"] + box["height"] <= viewport["height"]
                 )
-                return page.screenshot(clip=box, full_page=not inside, **common)
+                png = page.screenshot(clip=box, full_page=not inside, **common)
+                return png, (box["x"], box["y"])
             log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
-        return page.screenshot(full_page=crop == "page", **common)
+        if crop == "page":
+            return page.screenshot(full_page=True, **common), (0, 0)
+        scrolled = self._call(page, "() => [window.scrollX, window.scrollY]", None, deadline)
+        return page.screenshot(**common), (int(scrolled[0]), int(scrolled[1]))
+
+    def _ignore_boxes(
+        self,
+        page: Page,
+        snapshot: StorySnapshot,
+        png: bytes,
+        origin: tuple[int, int],
+        deadline: float,
+    ) -> tuple[Box, ...]:
+        """The boxes of the story's ignore regions in its image, cut to the image."""
+        selectors = [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]]
+        found = self._call(
+            page,
+            "([selectors, limit]) => window.__storyshelf.ignoreBoxes(selectors, limit)",
+            [selectors, MAX_IGNORE_BOXES],
+            deadline,
+        )
+        if found["bad"]:
+            log.info("ignore selectors the browser cannot read", selectors=found["bad"])
+        width, height = png_size(png)
+        boxes = []
+        for left, top, box_width, box_height in found["boxes"]:
+            x0, y0 = max(0, left - origin[0]), max(0, top - origin[1])
+            x1 = min(width, left - origin[0] + box_width)
+            y1 = min(height, top - origin[1] + box_height)
+            if x1 > x0 and y1 > y0:
+                boxes.append((x0, y0, x1 - x0, y1 - y0))
+        return tuple(boxes)
 
     def _call(self, page: Page, function: str, arg: Any, deadline: float) -> Any:
         """`function(arg)` evaluated in the page. A page whose main thread hangs never answers,

@@ -177,7 +177,8 @@ def _compared(
     baseline_path = artifacts.read(baseline["image"], baseline["sha256"])
     written = artifacts.new_scratch(".png")
     try:
-        outcome = compare(baseline_path, image, written, options)
+        ignore = [tuple(box) for box in shot.get("ignore") or ()]
+        outcome = compare(baseline_path, image, written, options, ignore=ignore)
         if outcome.diff_written:
             artifacts.keep(diff_key, written)
     finally:

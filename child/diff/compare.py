@@ -22,6 +22,11 @@ there: ``yiq`` is pixelmatch 7.1's metric (also odiff's and reg-cli's), ``oklab`
 Images of different sizes are ``changed``: the overlap is compared and the rest of the union
 box ``max(w) x max(h)`` counts as differing.
 
+Ignore regions (a story's boxes that change on every render: a clock, a live count) are left
+out after the exact gate: a pixel inside any of them is never counted, whatever the metric,
+and the diff PNG tints them blue so a reviewer sees what was not compared. Both images keep
+their pixels there.
+
 Defaults: ``metric="oklab"``, ``threshold=0.1`` (pixelmatch 8's), ``flat_threshold=0.02``,
 chosen on labelled Chromium screenshots (``tests/fixtures/screens``), where pixelmatch at its
 defaults gets three labels wrong. A one-step colour token (Tailwind's ``#2563eb`` ->
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -85,6 +90,9 @@ DIFF_FADE = 0.1
 # Fastest zlib level: a diff PNG is for eyes, written once, and level 1 is several times
 # faster than the default 6 for a few percent more bytes.
 PNG_COMPRESSION = 1
+#: How the diff PNG marks an ignore region: this blue, over the diff at this opacity.
+IGNORED_TINT = np.array([59, 130, 246], np.float64)
+IGNORED_ALPHA = 0.35
 
 
 @dataclass(frozen=True)
@@ -140,17 +148,25 @@ class _Overlap:
         return cls(a32, b32, width, height)
 
 
+#: A box in an image: left, top, width, height.
+Box = tuple[int, ...]
+
+
 def compare(
     baseline: Path,
     new: Path,
     diff_path: Path | None,
     options: DiffOptions = DiffOptions(),
+    *,
+    ignore: Sequence[Box] = (),
 ) -> DiffResult:
     """Count the pixels of ``new`` that differ from ``baseline``; write a diff PNG to
     ``diff_path`` if changed.
 
     A child passes a scratch path and stores the PNG from there when it is whole
     (``child.artifacts``), so that what a killed child leaves is swept (``ipc.scratch``).
+
+    Pixels inside the ``ignore`` boxes (left, top, width, height) are not compared.
 
     An image that cannot be read raises ``ImageError`` naming it; one that is not there,
     ``FileNotFoundError`` (see ``_open``).
@@ -166,13 +182,15 @@ def compare(
     outside = union - overlap.width * overlap.height
 
     changed = np.flatnonzero(overlap.a32 != overlap.b32)
+    if ignore:
+        changed = changed[~_inside(ignore, overlap)[changed]]
     counted = changed[_counted(overlap, changed, options)]
     diff_pixels = outside + counted.size
 
     is_changed = diff_pixels > options.budget_pixels and diff_pixels > options.budget_ratio * union
     written = is_changed and diff_path is not None
     if diff_path is not None and written:
-        _write_diff(diff_path, base, fresh, counted, overlap)
+        _write_diff(diff_path, base, fresh, counted, overlap, ignore)
     return DiffResult(
         "changed" if is_changed else "unchanged",
         diff_pixels,
@@ -183,6 +201,14 @@ def compare(
         written,
         _box(counted, overlap, base, fresh),
     )
+
+
+def _inside(boxes: Sequence[Box], overlap: _Overlap) -> Flags:
+    """Whether each pixel of the overlap is inside any of `boxes`, by pixel number."""
+    inside = np.zeros((overlap.height, overlap.width), np.bool_)
+    for left, top, width, height in boxes:
+        inside[max(0, top) : max(0, top + height), max(0, left) : max(0, left + width)] = True
+    return inside.ravel()
 
 
 def _box(
@@ -477,10 +503,16 @@ def _finer_pass(
 
 
 def _write_diff(
-    path: Path, base: Pixels, fresh: Pixels, counted: Indices, overlap: _Overlap
+    path: Path,
+    base: Pixels,
+    fresh: Pixels,
+    counted: Indices,
+    overlap: _Overlap,
+    ignore: Sequence[Box] = (),
 ) -> None:
     """pixelmatch's output: differing pixels red over the baseline in grey, faded to 10% over
-    white (``drawGrayPixel``); the area outside the overlap is all red."""
+    white (``drawGrayPixel``); the area outside the overlap is all red; ignore regions tinted
+    with ``IGNORED_TINT``."""
     width, height = max(base.shape[1], fresh.shape[1]), max(base.shape[0], fresh.shape[0])
     rgb = kernels.diff_image(
         overlap.a32,
@@ -493,6 +525,11 @@ def _write_diff(
         GREY_RED_GREEN,
         GREY_BLUE,
     )
+    if ignore:
+        pixels = rgb.reshape(height, width, 3)
+        for left, top, box_width, box_height in ignore:
+            area = pixels[max(0, top) : top + box_height, max(0, left) : left + box_width]
+            area[...] = (area * (1 - IGNORED_ALPHA) + IGNORED_TINT * IGNORED_ALPHA).astype(np.uint8)
     image = pyvips.Image.new_from_memory(rgb.data, width, height, 3, "uchar")
     try:
         image.copy(interpretation="srgb").pngsave(str(path), compression=PNG_COMPRESSION)

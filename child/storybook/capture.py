@@ -65,7 +65,12 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         StoryRenderer(site, beat=beat, browser=lambda: child_browser(beat)) as renderer,
     ):
         for done, shot in enumerate(shots, start=1):
-            capture = renderer.take(shot)
+            problem = shot.get("problem")
+            capture = (
+                Capture(shot["story_id"], None, None, None, problem, 0.0)
+                if problem
+                else (renderer.take(shot))
+            )
             results.append(settle(artifacts, diff_dir, shot, capture, options))
             progress({"done": done, "total": len(shots), "story_id": shot["story_id"]})
     log_reads(payload, artifacts)
@@ -82,14 +87,24 @@ def settle(
     """One snapshot's result: the capture stored and diffed, or the story's failure."""
     if capture.png is None or capture.sha256 is None:
         result = failed_result(shot, capture.error or "no screenshot")
-        result.update(image=None, sha256=None, settled=None, render_seconds=capture.seconds)
+        result.update(
+            image=None,
+            sha256=None,
+            settled=None,
+            render_seconds=capture.seconds,
+            ignore_boxes=None,
+        )
         return result
     image = store_capture(artifacts, capture.png, capture.sha256)
+    baseline = shot.get("baseline")
+    boxes = [list(box) for box in capture.ignore_boxes]
     compared = {
         "name": shot["name"],
         "image": image,
         "sha256": capture.sha256,
-        "baseline": shot.get("baseline"),
+        "baseline": baseline,
+        # Pixels inside the ignore regions of either image are not compared.
+        "ignore": boxes + list((baseline or {}).get("ignore_boxes") or []),
     }
     result = capture_one(artifacts, diff_dir, compared, snapshot_options(shot, options))
     result.update(
@@ -97,6 +112,7 @@ def settle(
         sha256=capture.sha256,
         settled=capture.settled,
         render_seconds=capture.seconds,
+        ignore_boxes=boxes,
     )
     return result
 

@@ -31,11 +31,19 @@ about whether its picture matters.
   as Chromatic crops). `layout: "fullscreen"` keeps "root": Chromatic crops such stories to their
   root too, and a full-width page's root spans the viewport's width anyway.
 
+* ignore regions: `chromatic.ignoreSelectors` (a list of CSS selectors) and Lost Pixel's
+  `mask` (a list of `{selector}`), besides the `.chromatic-ignore` class and the
+  `data-chromatic="ignore"` attribute, which every story has;
+* media: `chromatic.prefersReducedMotion` ("reduce", the default here, or "no-preference"),
+  `chromatic.forcedColors` ("none" or "active"), `chromatic.media` ("screen" or "print").
+
 **Malformed values** (a string where a number belongs, a threshold of 3) never raise and never
 skip a story: that value is ignored and the setting keeps its default. A size that cannot be
-honoured (an unknown viewport name, a side out of range) skips the story with the problem as
-its reason (`sizes.SizeProblem`). A story in the index without a record from `extract()` is
-planned with every default: its capture then fails or succeeds on its own, visibly.
+honoured (an unknown viewport name, a side out of range, a mode whose name cannot name a
+snapshot) is no opt-out: the story gets one snapshot at the default size whose `problem` says
+why (`sizes.SizeProblem`), and its capture is `failed` with that reason, where the user looks.
+A story in the index without a record from `extract()` is planned with every default: its
+capture then fails or succeeds on its own, visibly.
 """
 
 from __future__ import annotations
@@ -46,7 +54,23 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from child.storybook.sizes import SizeProblem, story_sizes
-from ipc.storybook import MAX_DELAY_MS, Crop, PlanResult, SkippedStory, StorySnapshot
+from ipc.storybook import (
+    DEFAULT_MEDIA,
+    DEFAULT_VIEWPORT_HEIGHT,
+    DEFAULT_VIEWPORT_WIDTH,
+    FORCED_COLORS,
+    MAX_DELAY_MS,
+    MAX_IGNORE_SELECTORS,
+    MAX_PROBLEM_LENGTH,
+    MAX_SELECTOR_LENGTH,
+    MEDIA_TYPES,
+    REDUCED_MOTIONS,
+    Crop,
+    Media,
+    PlanResult,
+    SkippedStory,
+    StorySnapshot,
+)
 from ipc.storybook_index import IndexEntry
 
 #: The longest snapshot name: the story id (at most 180 characters) plus " [mode]".
@@ -73,15 +97,15 @@ def plan_snapshots(
         record = stories.get(entry.id)
         record = record if isinstance(record, Mapping) else {}
         reason = _opt_out(entry, record, stories, tags_in_use)
-        if reason is None:
-            try:
-                snapshots.extend(_snapshots(entry, record, initial_globals))
-                continue
-            except SizeProblem as problem:
-                reason = str(problem)
-        skipped.append(
-            SkippedStory(story_id=entry.id, title=entry.title, story=entry.name, reason=reason)
-        )
+        if reason is not None:
+            skipped.append(
+                SkippedStory(story_id=entry.id, title=entry.title, story=entry.name, reason=reason)
+            )
+            continue
+        try:
+            snapshots.extend(_snapshots(entry, record, initial_globals))
+        except SizeProblem as problem:
+            snapshots.append(_unplannable(entry, str(problem)))
     return PlanResult(
         snapshots=sorted(snapshots, key=lambda snapshot: snapshot["name"]),
         skipped=sorted(skipped, key=lambda story: story["story_id"]),
@@ -132,6 +156,8 @@ def _snapshots(
     )
     threshold = _first(_ratio(chromatic.get("diffThreshold")), _ratio(lostpixel.get("threshold")))
     count_aa = chromatic.get("diffIncludeAntiAliasing")
+    ignore = _ignore_selectors(chromatic.get("ignoreSelectors"), lostpixel.get("mask"))
+    media = _media(chromatic)
     crop: Crop = "root"
     if chromatic.get("cropToViewport") is True:
         crop = "viewport"
@@ -155,9 +181,60 @@ def _snapshots(
                 crop=crop,
                 threshold=threshold,
                 count_aa=count_aa if isinstance(count_aa, bool) else None,
+                ignore=ignore,
+                media=media,
+                problem=None,
             )
         )
     return snapshots
+
+
+def _unplannable(entry: IndexEntry, problem: str) -> StorySnapshot:
+    """The one snapshot of a story that asks for what cannot be captured: failed with why."""
+    return StorySnapshot(
+        name=entry.id,
+        story_id=entry.id,
+        title=entry.title,
+        story=entry.name,
+        mode=None,
+        viewport={"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT},
+        delay_ms=0,
+        pause_animation_at_end=True,
+        crop="root",
+        threshold=None,
+        count_aa=None,
+        ignore=[],
+        media=DEFAULT_MEDIA.copy(),
+        problem=problem[:MAX_PROBLEM_LENGTH],
+    )
+
+
+def _ignore_selectors(chromatic: object, lostpixel: object) -> list[str]:
+    """The story's own ignore selectors: Chromatic's list of selectors, then Lost Pixel's
+    `[{selector}]`; malformed items left out, the first `MAX_IGNORE_SELECTORS` kept."""
+    found: list[object] = list(chromatic) if isinstance(chromatic, list) else []
+    if isinstance(lostpixel, list):
+        found += [item.get("selector") for item in lostpixel if isinstance(item, Mapping)]
+    selectors = [
+        item.strip()
+        for item in found
+        if isinstance(item, str) and item.strip() and len(item) <= MAX_SELECTOR_LENGTH
+    ]
+    return list(dict.fromkeys(selectors))[:MAX_IGNORE_SELECTORS]
+
+
+def _media(chromatic: Mapping[str, Any]) -> Media:
+    """Chromatic's media parameters, each a value the browser emulates, else the default."""
+    reduced, forced, media = (
+        chromatic.get("prefersReducedMotion"),
+        chromatic.get("forcedColors"),
+        chromatic.get("media"),
+    )
+    return Media(
+        reduced_motion=reduced if reduced in REDUCED_MOTIONS else DEFAULT_MEDIA["reduced_motion"],
+        forced_colors=forced if forced in FORCED_COLORS else DEFAULT_MEDIA["forced_colors"],
+        media=media if media in MEDIA_TYPES else DEFAULT_MEDIA["media"],
+    )
 
 
 def _check_mode(mode: str, name: str) -> None:

@@ -22,7 +22,8 @@ from supervisor.db.tables import baselines, build_baselines, snapshots
 #: Names looked up per statement, well under SQLite's bound-parameter limit.
 NAMES_PER_LOOKUP = 500
 
-#: A baseline as a capture job carries it to its child: `{"id", "image", "sha256"}`.
+#: A baseline as a capture job carries it to its child: `{"id", "image", "sha256",
+#: "ignore_boxes"}` (the boxes its capture recorded, None for an upload's).
 JobBaseline = dict[str, Any]
 
 
@@ -58,13 +59,24 @@ def _lookup(
     found: dict[str, JobBaseline] = {}
     for start in range(0, len(names), NAMES_PER_LOOKUP):
         rows = conn.execute(
-            select(table.c.name, snapshots.c.id, snapshots.c.image_path, snapshots.c.image_sha256)
+            select(
+                table.c.name,
+                snapshots.c.id,
+                snapshots.c.image_path,
+                snapshots.c.image_sha256,
+                snapshots.c.ignore_boxes,
+            )
             .join(snapshots, snapshots.c.id == table.c.snapshot_id)
             .where(owner, table.c.name.in_(names[start : start + NAMES_PER_LOOKUP]))
         )
         found.update(
             {
-                row.name: {"id": row.id, "image": row.image_path, "sha256": row.image_sha256}
+                row.name: {
+                    "id": row.id,
+                    "image": row.image_path,
+                    "sha256": row.image_sha256,
+                    "ignore_boxes": row.ignore_boxes,
+                }
                 for row in rows
             }
         )

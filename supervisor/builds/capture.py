@@ -27,9 +27,17 @@ from ipc.artifacts.store import ArtifactStore
 from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
 from ipc.storybook import (
     CROPS,
+    FORCED_COLORS,
     MAX_DELAY_MS,
+    MAX_IGNORE_BOXES,
+    MAX_IGNORE_SELECTORS,
+    MAX_PROBLEM_LENGTH,
+    MAX_SELECTOR_LENGTH,
+    MEDIA_TYPES,
+    REDUCED_MOTIONS,
     STORY_RESULT_FIELDS,
     STORYBOOKS_PREFIX,
+    Media,
     StorySnapshot,
 )
 from supervisor.builds.kinds import Kind, Payload
@@ -153,6 +161,33 @@ def is_story_snapshot(value: Any) -> bool:
             )
         )
         and (value["count_aa"] is None or isinstance(value["count_aa"], bool))
+        and _are_selectors(value["ignore"])
+        and _is_media(value["media"])
+        and (
+            value["problem"] is None
+            or (isinstance(value["problem"], str) and len(value["problem"]) <= MAX_PROBLEM_LENGTH)
+        )
+    )
+
+
+def _are_selectors(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) <= MAX_IGNORE_SELECTORS
+        and all(isinstance(item, str) and 0 < len(item) <= MAX_SELECTOR_LENGTH for item in value)
+    )
+
+
+MEDIA_KEYS = frozenset(Media.__annotations__)
+
+
+def _is_media(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and set(value) == MEDIA_KEYS
+        and value["reduced_motion"] in REDUCED_MOTIONS
+        and value["forced_colors"] in FORCED_COLORS
+        and value["media"] in MEDIA_TYPES
     )
 
 
@@ -296,11 +331,15 @@ def _check_capture(job: Job, item: Mapping[str, Any]) -> None:
     """A story's result names the image the child stored: `images/ab/<sha256>.png`, or none
     when the story failed before giving one."""
     image, digest, settled = item["image"], item["sha256"], item["settled"]
-    seconds = item["render_seconds"]
+    seconds, boxes = item["render_seconds"], item["ignore_boxes"]
     if type(seconds) not in (int, float) or not 0 <= seconds < MAX_RENDER_SECONDS:
         raise ResultError(f"capture job {job.id}: malformed render time for {item['name']!r}")
-    if image is None and digest is None and item["status"] == "failed":
+    if image is None and digest is None and item["status"] == "failed" and boxes is None:
         return
+    if not (
+        isinstance(boxes, list) and len(boxes) <= MAX_IGNORE_BOXES and all(map(_is_box, boxes))
+    ):
+        raise ResultError(f"capture job {job.id}: malformed ignore boxes for {item['name']!r}")
     stored_as = image_key(digest) if isinstance(digest, str) else None
     if not (
         isinstance(digest, str)
@@ -366,6 +405,7 @@ def _snapshot_row(
         "image_sha256": source["sha256"],
         **{key: shot[key] if story else None for key in STORY_COLUMNS},
         "settled": item["settled"] if story else None,
+        "ignore_boxes": item["ignore_boxes"] if story else None,
         "width": item["width"],
         "height": item["height"],
         "baseline_id": item["baseline_id"],

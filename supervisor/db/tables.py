@@ -208,6 +208,9 @@ snapshots = Table(
     Column("settled", Boolean),
     # The box around the pixels that counted, [left, top, width, height], for a changed one.
     Column("diff_box", Document),
+    # A story capture's ignore regions in its image, [[left, top, width, height], ...]: their
+    # pixels are not compared, in this snapshot nor in any that takes it as its baseline.
+    Column("ignore_boxes", Document),
     UniqueConstraint("build_id", "name"),
     _one_of("status", SNAPSHOT_STATES),
 )

@@ -18,6 +18,7 @@ import pytest
 from child.browser.launch import ChildBrowser, child_browser, discard_child_browser
 from ipc.artifacts.folder import FolderStore
 from ipc.storybook import (
+    DEFAULT_MEDIA,
     DEFAULT_VIEWPORT_HEIGHT,
     DEFAULT_VIEWPORT_WIDTH,
     StorybookRef,
@@ -89,6 +90,9 @@ def snapshot(story_id: str, **changes: Any) -> StorySnapshot:
         "crop": "root",
         "threshold": None,
         "count_aa": None,
+        "ignore": [],
+        "media": DEFAULT_MEDIA.copy(),
+        "problem": None,
     }
     shot.update(changes)  # type: ignore[typeddict-item]
     return shot

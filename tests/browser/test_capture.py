@@ -196,8 +196,9 @@ def test_motion_driven_by_script_is_captured_at_its_end_or_its_first_frame(
     assert pixel(smil, 30, 30) == (255, 255, 255)
     web = image(stored, results["example-clock--web-animation"])
     assert web.width == grown.width and pixel(web, 295, 10) == primary
-    assert results["example-clock--web-animation"]["sha256"] == (
-        results["example-clock--animation-frame"]["sha256"]
+    assert (
+        results["example-clock--web-animation"]["sha256"]
+        == (results["example-clock--animation-frame"]["sha256"])
     ), "the same full bar, drawn two ways"
 
 
@@ -273,3 +274,59 @@ def test_the_capture_is_diffed_against_its_baseline(
     assert changed["status"] == "changed"
     assert changed["sha256"] == secondary["sha256"]
     assert (stored.artifacts / changed["diff_path"]).is_file()
+
+
+def test_ignore_regions_are_recorded_and_left_out_of_the_comparison(
+    captured: Any, browser: ChildBrowser, stored: Stored, shots: list[StorySnapshot]
+) -> None:
+    """Each story draws a new number in its ignore regions on every render (Chromatic's
+    ignoreSelectors, the chromatic-ignore class and data-chromatic attribute, Lost Pixel's
+    mask): its boxes are recorded, and a capture compared with the last is unchanged."""
+    first = captured[0]
+    live = [shot for shot in shots if shot["name"].startswith(LIVE)]
+    assert [shot["ignore"] for shot in live] == [[], [".live-clock"], ["#ad-slot"]]
+    boxes = {shot["name"]: first[shot["name"]]["ignore_boxes"] for shot in live}
+    assert [len(found) for found in boxes.values()] == [2, 1, 1]
+    for found in boxes.values():
+        assert all(box[0] == 0 and box[2] > 100 and box[3] > 10 for box in found), found
+    baselines = {
+        name: {
+            "id": 1,
+            "image": first[name]["image"],
+            "sha256": first[name]["sha256"],
+            "ignore_boxes": first[name]["ignore_boxes"],
+        }
+        for name in boxes
+    }
+    again = capture.run(capture_payload(stored, live, **baselines), lambda _: None)
+    results = {r["name"]: r for r in again["snapshots"]}
+    assert {
+        name: r["sha256"] != first[name]["sha256"] for name, r in results.items()
+    } == dict.fromkeys(boxes, True)
+    assert {name: r["status"] for name, r in results.items()} == dict.fromkeys(boxes, "unchanged")
+
+
+def test_a_story_the_plan_could_not_size_is_failed_with_the_reason(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    problem = "globals.viewport: no viewport named 'ipad' (known: mobile1)"
+    shot = snapshot("example-button--primary", problem=problem)
+    (result,) = capture.run(capture_payload(stored, [shot]), lambda _: None)["snapshots"]
+    assert (result["status"], result["error"], result["image"]) == ("failed", problem, None)
+
+
+def test_a_story_is_captured_under_the_media_it_asks_for(
+    captured: Any, browser: ChildBrowser, stored: Stored
+) -> None:
+    """Chromatic's forcedColors and media: emulated for that story, and for no other."""
+    plain = captured[0]["example-button--primary"]["sha256"]
+    forced = {"reduced_motion": "reduce", "forced_colors": "active", "media": "print"}
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
+        taken = [
+            renderer.take(snapshot("example-button--primary", media=media)).sha256
+            for media in (forced, snapshot("x")["media"])
+        ]
+    assert taken[0] != plain and taken[1] == plain

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from ipc.artifacts.folder import FolderStore
-from ipc.storybook import StorySnapshot
+from ipc.storybook import DEFAULT_MEDIA, StorySnapshot
 from supervisor.builds import capture, plan
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.db import queue
@@ -36,6 +36,9 @@ def story(story_id: str, mode: str | None = None, **settings: Any) -> StorySnaps
         "crop": "root",
         "threshold": None,
         "count_aa": None,
+        "ignore": [],
+        "media": DEFAULT_MEDIA.copy(),
+        "problem": None,
     }
     return {**shot, **settings}  # type: ignore[typeddict-item]
 

@@ -258,3 +258,38 @@ def test_the_budget_applies_to_what_the_finer_pass_counts() -> None:
     assert count > 0 and compare(*token, None, reference_options("oklab 0.1")).diff_pixels == 0
     assert compare(*token, None, DiffOptions(budget_pixels=count)).status == "unchanged"
     assert compare(*token, None, DiffOptions(budget_pixels=count - 1)).status == "changed"
+
+
+def _drawn(path: Path, boxes: list[tuple[int, int, int, int, list[int]]]) -> Path:
+    """A white 120 x 80 PNG with the given boxes filled: (left, top, width, height, rgb)."""
+    image = pyvips.Image.black(120, 80, bands=3) + 255
+    for left, top, width, height, rgb in boxes:
+        image = image.draw_rect(rgb, left, top, width, height, fill=True)
+    image.cast("uchar").copy(interpretation="srgb").pngsave(str(path))
+    return path
+
+
+def test_pixels_inside_ignore_regions_are_not_compared(tmp_path: Path) -> None:
+    """A live clock (10..30 x 10..30) differs on every render; a real change (80..90 x 50..60)
+    does not hide behind it."""
+    base = _drawn(tmp_path / "a.png", [(10, 10, 20, 20, [0, 0, 0])])
+    clock_moved = _drawn(tmp_path / "b.png", [(12, 10, 20, 20, [200, 0, 0])])
+    both = _drawn(
+        tmp_path / "c.png", [(12, 10, 20, 20, [200, 0, 0]), (80, 50, 10, 10, [0, 0, 255])]
+    )
+    clock = (10, 10, 22, 20)
+    assert compare(base, clock_moved, None).status == "changed"
+    assert compare(base, clock_moved, None, ignore=[clock]).status == "unchanged"
+    diff_png = tmp_path / "diff.png"
+    result = compare(base, both, diff_png, ignore=[clock])
+    assert (result.status, result.diff_pixels, result.box) == ("changed", 100, (80, 50, 10, 10))
+    marked = pyvips.Image.new_from_file(str(diff_png))
+    tinted, plain = marked(15, 15), marked(60, 70)
+    assert tinted[2] > tinted[0] + 40, "an ignore region is tinted blue in the diff"
+    assert plain[0] == plain[2], "the rest is the faded grey baseline"
+
+
+def test_ignore_regions_past_the_image_are_cut_to_it(tmp_path: Path) -> None:
+    base = _drawn(tmp_path / "a.png", [(100, 60, 20, 20, [0, 0, 0])])
+    moved = _drawn(tmp_path / "b.png", [(101, 60, 19, 20, [0, 0, 0])])
+    assert compare(base, moved, None, ignore=[(90, 50, 500, 500)]).status == "unchanged"

@@ -35,10 +35,15 @@ def plan_one(
 
 
 def sizes(parameters: dict[str, Any], **context: Any) -> list[tuple[str | None, int, int]] | str:
-    """The story's (mode, width, height) per snapshot, or its skip reason."""
+    """The story's (mode, width, height) per snapshot, or the problem its one snapshot fails
+    with (never a skip: only an opt-out skips a story)."""
     result = plan_one(parameters, **context)
-    if result["skipped"]:
-        return result["skipped"][0]["reason"]
+    assert result["skipped"] == []
+    problems = [s["problem"] for s in result["snapshots"] if s["problem"] is not None]
+    if problems:
+        (snapshot,) = result["snapshots"]
+        assert (snapshot["name"], snapshot["mode"]) == (ID, None)
+        return problems[0]
     for snapshot in result["snapshots"]:
         expected = ID if snapshot["mode"] is None else f"{ID} [{snapshot['mode']}]"
         assert snapshot["name"] == expected
@@ -287,6 +292,9 @@ def test_a_story_the_preview_gave_no_record_for_is_taken_with_the_defaults() -> 
             "crop": "root",
             "threshold": None,
             "count_aa": None,
+            "ignore": [],
+            "media": {"reduced_motion": "reduce", "forced_colors": "none", "media": "screen"},
+            "problem": None,
         }
     ]
 
@@ -302,9 +310,39 @@ def test_a_story_the_preview_gave_no_record_for_is_taken_with_the_defaults() -> 
         (" ", "mode ' ': a mode name must be printable text"),
     ],
 )
-def test_a_mode_name_that_cannot_name_a_snapshot_skips_the_story(mode: str, reason: str) -> None:
+def test_a_mode_name_that_cannot_name_a_snapshot_fails_the_story(mode: str, reason: str) -> None:
+    """Not an opt-out: the story's one snapshot fails with the reason, where users look."""
     result = plan_one({"chromatic": {"modes": {mode: {"viewport": 320}, "b": {"viewport": 640}}}})
-    assert (result["snapshots"], [s["reason"] for s in result["skipped"]]) == ([], [reason])
+    assert result["skipped"] == []
+    assert [(s["name"], s["problem"]) for s in result["snapshots"]] == [(ID, reason)]
+
+
+# fmt: off
+REGIONS_AND_MEDIA: list[tuple[str, dict[str, Any], str, Any]] = [
+    ("no ignore regions of its own", {}, "ignore", []),
+    ("chromatic ignoreSelectors", {"chromatic": {"ignoreSelectors": [".clock", "#ad"]}}, "ignore", [".clock", "#ad"]),
+    ("lost pixel mask", {"lostpixel": {"mask": [{"selector": ".live"}, {"x": 1}]}}, "ignore", [".live"]),
+    ("both, deduplicated", {"chromatic": {"ignoreSelectors": [".a"]}, "lostpixel": {"mask": [{"selector": ".a"}, {"selector": ".b"}]}}, "ignore", [".a", ".b"]),
+    ("malformed selectors left out", {"chromatic": {"ignoreSelectors": [".a", 3, "", " ", None, "x" * 501]}}, "ignore", [".a"]),
+    ("selectors not a list: ignored", {"chromatic": {"ignoreSelectors": ".a"}}, "ignore", []),
+    ("at most 50 selectors", {"chromatic": {"ignoreSelectors": [f".s{i}" for i in range(80)]}}, "ignore", [f".s{i}" for i in range(50)]),
+    ("default media", {}, "media", {"reduced_motion": "reduce", "forced_colors": "none", "media": "screen"}),
+    ("motion allowed", {"chromatic": {"prefersReducedMotion": "no-preference"}}, "media", {"reduced_motion": "no-preference", "forced_colors": "none", "media": "screen"}),
+    ("forced colours and print", {"chromatic": {"forcedColors": "active", "media": "print"}}, "media", {"reduced_motion": "reduce", "forced_colors": "active", "media": "print"}),
+    ("unknown media values ignored", {"chromatic": {"forcedColors": "on", "media": "tv", "prefersReducedMotion": True}}, "media", {"reduced_motion": "reduce", "forced_colors": "none", "media": "screen"}),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("parameters", "field", "expected"),
+    [case[1:] for case in REGIONS_AND_MEDIA],
+    ids=[case[0] for case in REGIONS_AND_MEDIA],
+)
+def test_a_snapshot_carries_its_ignore_regions_and_media(
+    parameters: dict[str, Any], field: str, expected: Any
+) -> None:
+    assert setting(parameters, field) == expected
 
 
 def test_snapshots_are_sorted_by_name_and_skipped_stories_by_id() -> None:
