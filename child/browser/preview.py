@@ -188,14 +188,53 @@ def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> Pre
         raise PreviewError(f"the preview failed: {first_line(error)}") from None
     if "error" in answer:
         raise PreviewError(str(answer["error"]))
-    document = json.loads(answer["ok"])
-    stories = document.get("stories") or {}
+    return _described(answer["ok"])
+
+
+def _described(text: str) -> PreviewStories:
+    """The preview's answer, checked: a preview that answers another shape (a string, an
+    array, globals as a list, parameters nested past what JSON can be read to) is no Storybook
+    the plan can read, and its build fails at once with one line saying what was wrong."""
+    try:
+        document = json.loads(text)
+    except RecursionError:
+        raise PreviewError(
+            "the preview's extract() answered values nested too deep to read"
+        ) from None
+    except ValueError as error:
+        raise PreviewError(f"the preview's extract() answered no JSON: {error}") from None
+    if not isinstance(document, dict):
+        raise PreviewError(f"the preview answered {_shape(document)}, not its stories")
+    stories = document.get("stories")
+    if stories is None:
+        stories = {}
+    if not isinstance(stories, dict):
+        raise PreviewError(
+            f"the preview's extract() answered {_shape(stories)}, not a map of stories"
+        )
     globals_ = document.get("globals") or {}
+    if not isinstance(globals_, dict):
+        raise PreviewError(f"the preview's globals are {_shape(globals_)}, not a map")
+    initial, user = globals_.get("initial") or {}, globals_.get("user") or {}
+    for name, value in (("initial", initial), ("user", user)):
+        if not isinstance(value, dict):
+            raise PreviewError(f"the preview's {name} globals are {_shape(value)}, not a map")
     return PreviewStories(
         stories={str(key): value for key, value in stories.items() if isinstance(value, dict)},
-        initial_globals=dict(globals_.get("initial") or {}),
-        user_globals=dict(globals_.get("user") or {}),
+        initial_globals=initial,
+        user_globals=user,
     )
+
+
+def _shape(value: object) -> str:
+    """What a JSON value is, for a message."""
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"
 
 
 def _errors(page: Page) -> str:

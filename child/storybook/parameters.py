@@ -75,6 +75,10 @@ from ipc.storybook_index import IndexEntry
 
 #: The longest snapshot name: the story id (at most 180 characters) plus " [mode]".
 MAX_SNAPSHOT_NAME = 200
+#: The most sizes (modes, viewports, breakpoints) one story may ask for.
+MAX_SIZES_PER_STORY = 50
+#: The most snapshots one build may take: past it, each further story fails saying so.
+MAX_BUILD_SNAPSHOTS = 20_000
 #: The tag a project may use to choose the stories it snapshots.
 SNAPSHOT_TAG = "snapshot"
 
@@ -103,9 +107,13 @@ def plan_snapshots(
             )
             continue
         try:
-            snapshots.extend(_snapshots(entry, record, initial_globals))
+            found = _snapshots(entry, record, initial_globals)
+            if len(snapshots) + len(found) > MAX_BUILD_SNAPSHOTS:
+                raise SizeProblem(f"the build would take more than {MAX_BUILD_SNAPSHOTS} snapshots")
+            snapshots.extend(found)
         except SizeProblem as problem:
             snapshots.append(_unplannable(entry, str(problem)))
+    snapshots = _distinct(snapshots, {entry.id: entry for entry in story_entries})
     return PlanResult(
         snapshots=sorted(snapshots, key=lambda snapshot: snapshot["name"]),
         skipped=sorted(skipped, key=lambda story: story["story_id"]),
@@ -149,6 +157,8 @@ def _snapshots(
         _mapping(initial_globals),
     ]
     sizes = story_sizes(parameters, globals_chain)
+    if len(sizes) > MAX_SIZES_PER_STORY:
+        raise SizeProblem(f"{len(sizes)} sizes asked for, at most {MAX_SIZES_PER_STORY}")
     delay = _first(
         _delay(chromatic.get("delay")),
         _delay(lostpixel.get("waitBeforeScreenshot")),
@@ -187,6 +197,26 @@ def _snapshots(
             )
         )
     return snapshots
+
+
+def _distinct(
+    snapshots: list[StorySnapshot], entries: Mapping[str, IndexEntry]
+) -> list[StorySnapshot]:
+    """The snapshots, every name once: the stories whose snapshots would share a name (story
+    `a` in mode `x` and a story whose id is `a [x]`) each fail alone, under their own ids."""
+    owners: dict[str, set[str]] = {}
+    for snapshot in snapshots:
+        owners.setdefault(snapshot["name"], set()).add(snapshot["story_id"])
+    clashing = {name: ids for name, ids in owners.items() if len(ids) > 1}
+    if not clashing:
+        return snapshots
+    failing: dict[str, str] = {}
+    for name, ids in clashing.items():
+        for story_id in ids:
+            others = ", ".join(sorted(ids - {story_id}))
+            failing[story_id] = f"snapshot name {name!r} is also a snapshot of {others}"
+    kept = [s for s in snapshots if s["story_id"] not in failing]
+    return kept + [_unplannable(entries[story_id], why) for story_id, why in failing.items()]
 
 
 def _unplannable(entry: IndexEntry, problem: str) -> StorySnapshot:

@@ -163,3 +163,48 @@ def test_an_index_that_is_not_storybooks_is_an_error_naming_the_file(
     assert result["error"] is not None
     assert result["error"].startswith("index.json: the index has no version")
     assert str(stored.artifacts.parent) not in result["error"]
+
+
+def _preview_answering(extract: str, user_globals: str = "undefined") -> Callable[[Path], None]:
+    """A build whose preview is ready at once and whose extract() answers `extract` (script)."""
+
+    def change(folder: Path) -> None:
+        (folder / "iframe.html").write_text(
+            "<!doctype html><script>window.__STORYBOOK_PREVIEW__ = {"
+            f" ready: async () => {{}}, extract: async () => ({extract}),"
+            f" storyStoreValue: {{ userGlobals: {user_globals} }} }};</script>"
+        )
+
+    return change
+
+
+DEEP = "(() => { let v = {}; for (let i = 0; i < 5000; i++) v = { v }; return { s: { parameters: v } }; })()"
+
+
+@pytest.mark.parametrize(
+    ("extract", "user_globals", "message"),
+    [
+        (
+            '"stories"',
+            "undefined",
+            "the preview's extract() answered a string, not a map of stories",
+        ),
+        ("[1, 2]", "undefined", "the preview's extract() answered an array, not a map of stories"),
+        (
+            "{}",
+            "{ initialGlobals: [1], globals: {} }",
+            "the preview's initial globals are an array, not a map",
+        ),
+        (DEEP, "undefined", "the preview's extract() answered values nested too deep to read"),
+    ],
+    ids=["a string", "an array", "globals as a list", "nested 5000 deep"],
+)
+def test_a_preview_that_answers_another_shape_fails_the_plan_in_one_line(
+    browser: ChildBrowser,
+    store_variant: Callable[[Callable[[Path], None]], Stored],
+    extract: str,
+    user_globals: str,
+    message: str,
+) -> None:
+    result, _ = run_plan(store_variant(_preview_answering(extract, user_globals)))
+    assert result["error"] == f"the Storybook preview did not load: {message}"

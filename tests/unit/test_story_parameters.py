@@ -395,3 +395,38 @@ def test_the_fixture_storybook_is_planned_from_its_real_preview_records() -> Non
         "example-diff--chromatic-diff-threshold",
         "example-diff--lost-pixel-threshold",
     ]
+
+
+def test_stories_whose_snapshots_would_share_a_name_fail_alone() -> None:
+    entries = [
+        IndexEntry("a", "A", "One", "story", ()),
+        IndexEntry("a [x]", "A", "Odd", "story", ()),
+        IndexEntry("b", "B", "Two", "story", ()),
+    ]
+    modes = {"chromatic": {"modes": {"x": {"viewport": 320}, "y": {"viewport": 640}}}}
+    stories = {"a": {"parameters": modes}, "a [x]": {}, "b": {}}
+    result = plan_snapshots(entries, stories, {})
+    assert [(s["name"], s["problem"]) for s in result["snapshots"]] == [
+        ("a", "snapshot name 'a [x]' is also a snapshot of a [x]"),
+        ("a [x]", "snapshot name 'a [x]' is also a snapshot of a"),
+        ("b", None),
+    ]
+
+
+def test_a_story_asking_for_too_many_sizes_fails_naming_them() -> None:
+    widths = {"chromatic": {"viewports": list(range(300, 351))}}
+    assert sizes(widths) == "51 sizes asked for, at most 50"
+
+
+def test_stories_past_a_builds_snapshot_cap_fail_each_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("child.storybook.parameters.MAX_BUILD_SNAPSHOTS", 2)
+    entries = [IndexEntry(f"s--{n}", "S", str(n), "story", ()) for n in range(4)]
+    result = plan_snapshots(entries, {}, {})
+    assert [(s["name"], s["problem"]) for s in result["snapshots"]] == [
+        ("s--0", None),
+        ("s--1", None),
+        ("s--2", "the build would take more than 2 snapshots"),
+        ("s--3", "the build would take more than 2 snapshots"),
+    ]
