@@ -22,8 +22,8 @@ from supervisor.db.tables import baselines, build_baselines, snapshots
 #: Names looked up per statement, well under SQLite's bound-parameter limit.
 NAMES_PER_LOOKUP = 500
 
-#: A baseline as a capture job carries it to its child: `{"id", "image", "sha256",
-#: "ignore_boxes"}` (the boxes its capture recorded, None for an upload's).
+#: A baseline as a capture job carries it to its child: `{"id", "image", "sha256"}`, and
+#: `"ignore_boxes"` when its capture recorded some.
 JobBaseline = dict[str, Any]
 
 
@@ -69,17 +69,10 @@ def _lookup(
             .join(snapshots, snapshots.c.id == table.c.snapshot_id)
             .where(owner, table.c.name.in_(names[start : start + NAMES_PER_LOOKUP]))
         )
-        found.update(
-            {
-                row.name: {
-                    "id": row.id,
-                    "image": row.image_path,
-                    "sha256": row.image_sha256,
-                    "ignore_boxes": row.ignore_boxes,
-                }
-                for row in rows
-            }
-        )
+        for row in rows:
+            found[row.name] = {"id": row.id, "image": row.image_path, "sha256": row.image_sha256}
+            if row.ignore_boxes:
+                found[row.name]["ignore_boxes"] = row.ignore_boxes
     return found
 
 

@@ -93,7 +93,19 @@ def _is_image(value: Any, keys: frozenset[str]) -> bool:
 
 
 def _is_baseline(value: Any) -> bool:
-    return value is None or (_is_image(value, BASELINE_KEYS) and is_id(value["id"]))
+    """A baseline as `baselines.find` gives it: with its capture's ignore boxes (None for an
+    upload's), or without them, as jobs queued before they were kept carry it."""
+    if value is None:
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    boxes = value.get("ignore_boxes")
+    keys = BASELINE_KEYS | {"ignore_boxes"} if "ignore_boxes" in value else BASELINE_KEYS
+    return (
+        _is_image(value, keys)
+        and is_id(value["id"])
+        and (boxes is None or (isinstance(boxes, list) and all(map(_is_box, boxes))))
+    )
 
 
 def _is_uploaded_snapshot(value: Any) -> bool:

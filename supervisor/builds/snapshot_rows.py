@@ -28,8 +28,9 @@ from supervisor.db.tables import snapshots
 
 #: The columns a snapshot's row gives, in the order its values are sent (`id` is the database's).
 COLUMNS: tuple[str, ...] = tuple(column.name for column in snapshots.columns if column.name != "id")
-#: The JSON column, the one value a driver cannot take as Python gives it.
-JSON_COLUMN = COLUMNS.index("diff_box")
+#: The JSON columns, the values a driver cannot take as Python gives them.
+JSON_NAMES = ("diff_box", "ignore_boxes")
+JSON_COLUMNS = tuple(COLUMNS.index(name) for name in JSON_NAMES)
 _values = itemgetter(*COLUMNS)
 
 
@@ -54,8 +55,9 @@ def _copy(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     ):
         for row in rows:
             values = list(_values(row))
-            if values[JSON_COLUMN] is not None:
-                values[JSON_COLUMN] = Jsonb(values[JSON_COLUMN])
+            for column in JSON_COLUMNS:
+                if values[column] is not None:
+                    values[column] = Jsonb(values[column])
             copy.write_row(values)
 
 
@@ -64,10 +66,13 @@ def _executemany(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
     statement = f"INSERT INTO snapshots ({', '.join(COLUMNS)}) VALUES ({marks})"
     values = [_values(row) for row in rows]
     for index, row in enumerate(rows):
-        # The JSON column as its text, as SQLAlchemy's JSON type stores it; most rows have none.
-        if (box := row["diff_box"]) is not None:
+        # The JSON columns as their text, as SQLAlchemy's JSON type stores them; an image's row
+        # has none.
+        if any(row[name] is not None for name in JSON_NAMES):
             value = list(values[index])
-            value[JSON_COLUMN] = json.dumps(box)
+            for column, name in zip(JSON_COLUMNS, JSON_NAMES, strict=True):
+                if row[name] is not None:
+                    value[column] = json.dumps(row[name])
             values[index] = tuple(value)
     conn.exec_driver_sql(statement, values)
 

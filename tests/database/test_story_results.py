@@ -39,6 +39,7 @@ def captured(name: str, seconds: Any, settled: bool) -> dict[str, Any]:
         sha256=SHA,
         settled=settled,
         render_seconds=seconds,
+        ignore_boxes=[],
     )
     return item
 
