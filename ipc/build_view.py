@@ -67,6 +67,12 @@ class SnapshotView:
         return f"{self.title}: {self.story}" + (f" [{self.mode}]" if self.mode else "")
 
     @property
+    def unstable(self) -> bool:
+        """Whether its story never gave two equal shots in a row: its pixels may be flake,
+        not change."""
+        return self.settled is False
+
+    @property
     def settings(self) -> dict[str, Any] | None:
         """The diff settings it was judged with; None for a failed snapshot."""
         if self.metric is None:
@@ -82,6 +88,7 @@ class SnapshotView:
             "story": self.story,
             "mode": self.mode,
             "settled": self.settled,
+            "unstable": self.unstable,
             "image_path": self.image_path,
             "image_sha256": self.image_sha256,
             "diff_pixels": self.diff_pixels,
@@ -115,6 +122,10 @@ class BuildView:
     skipped: tuple[dict[str, str], ...] = ()
     #: Names its baselines had that it has not (a story deleted or renamed), once it ended.
     removed: tuple[str, ...] = ()
+    #: Its unstable snapshots' names (their shots never settled), by name.
+    unstable: tuple[str, ...] = ()
+    #: Whether a change in an unstable snapshot fails the gate (its project's setting).
+    unstable_fails: bool = True
 
     @property
     def ended(self) -> bool:
@@ -143,6 +154,8 @@ class BuildView:
             "snapshots": [snapshot.as_json() for snapshot in self.snapshots],
             "skipped": [dict(story) for story in self.skipped],
             "removed": list(self.removed),
+            "unstable": list(self.unstable),
+            "unstable_fails": self.unstable_fails,
         }
 
 
@@ -182,6 +195,7 @@ def build_to_wire(view: BuildView) -> dict[str, Any]:
         wire[name] = wire[name].isoformat() if wire[name] is not None else None
     wire["skipped"] = [dict(story) for story in view.skipped]
     wire["removed"] = list(view.removed)
+    wire["unstable"] = list(view.unstable)
     return wire
 
 
@@ -193,4 +207,5 @@ def build_from_wire(wire: dict[str, Any]) -> BuildView:
         values[name] = datetime.fromisoformat(values[name]) if values[name] is not None else None
     values["skipped"] = tuple(values["skipped"])
     values["removed"] = tuple(values["removed"])
+    values["unstable"] = tuple(values["unstable"])
     return BuildView(**values, snapshots=())

@@ -73,7 +73,7 @@ def report_parts(view: BuildView, listing: Listing) -> Iterator[str]:
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head><body>",
             _header(view, title, listing),
-            _toolbar(listing),
+            _toolbar(listing, len(view.unstable)),
             "<main>",
         ]
     )
@@ -106,7 +106,22 @@ def _header(view: BuildView, title: str, listing: Listing) -> str:
     rows = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
     return (
         f'<header><h1><span class="badge {status}">{status}</span> {escape(title)}</h1>'
-        f'<dl class="build">{rows}</dl>{_problems(view)}</header>'
+        f'<dl class="build">{rows}</dl>{_problems(view)}{_unstable(view)}</header>'
+    )
+
+
+def _unstable(view: BuildView) -> str:
+    """The snapshots whose shots never settled, apart: their pixels may be flake, not change."""
+    if not view.unstable:
+        return ""
+    counted = (
+        "their changes fail the gate" if view.unstable_fails else "shown, not failing the gate"
+    )
+    names = "".join(f"<li><code>{escape(name)}</code></li>" for name in view.unstable)
+    return (
+        f'<section class="unstable-list"><h2>unstable ({len(view.unstable)})</h2>'
+        f"<p>These stories never gave two equal screenshots in a row; the last is kept, and"
+        f" {counted}.</p><ul>{names}</ul></section>"
     )
 
 
@@ -172,9 +187,12 @@ def _plural(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
 
 
-def _toolbar(listing: Listing) -> str:
-    """The filter by status, with counts, and the keys: in view while the page scrolls."""
+def _toolbar(listing: Listing, unstable: int) -> str:
+    """The filter by status (and the unstable snapshots, when there are some), with counts,
+    and the keys: in view while the page scrolls."""
     choices = [("all", listing.total)] + [(s, listing.counts.get(s, 0)) for s in STATUS_ORDER]
+    if unstable:
+        choices.append(("unstable", unstable))
     buttons = "".join(
         f'<button type="button" data-show="{status}" aria-pressed="{str(status == "all").lower()}">'
         f"{status} ({count})</button>"

@@ -15,17 +15,23 @@
   const zoom = document.querySelector("dialog.zoom");
   let current = null;
 
-  // The filter: one status at a time, or all.
+  // The filter: one status at a time, the unstable snapshots, or all.
   const filters = Array.from(document.querySelectorAll("[data-show]"));
   function filter(status) {
     for (const button of filters) {
       button.setAttribute("aria-pressed", String(button.dataset.show === status));
     }
     for (const snapshot of snapshots) {
-      snapshot.hidden = status !== "all" && snapshot.dataset.status !== status;
+      const shown = status === "unstable"
+        ? snapshot.dataset.unstable === "true"
+        : snapshot.dataset.status === status;
+      snapshot.hidden = status !== "all" && !shown;
     }
     for (const group of document.querySelectorAll(".group")) {
-      group.hidden = status !== "all" && group.dataset.group !== status;
+      const holds = status === "unstable"
+        ? group.querySelector('[data-unstable="true"]') !== null
+        : group.dataset.group === status;
+      group.hidden = status !== "all" && !holds;
     }
   }
   for (const button of filters) {

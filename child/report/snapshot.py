@@ -30,10 +30,15 @@ OVERLAY_ZOOM_MAX = 4
 def snapshot_section(snapshot: SnapshotView, key: str) -> str:
     """The snapshot's `<section>`; `key` makes its element ids unique in the page."""
     status = escape(snapshot.status)
+    unstable = (
+        (' data-unstable="true"', ' <span class="badge unstable">unstable</span>')
+        if snapshot.unstable
+        else ("", "")
+    )
     return (
-        f'<section class="snapshot {status}" data-status="{status}" id="{key}" tabindex="-1"'
-        f' aria-labelledby="{key}-title">'
-        f'<h3 id="{key}-title"><span class="badge {status}">{status}</span> '
+        f'<section class="snapshot {status}" data-status="{status}"{unstable[0]} id="{key}"'
+        f' tabindex="-1" aria-labelledby="{key}-title">'
+        f'<h3 id="{key}-title"><span class="badge {status}">{status}</span>{unstable[1]} '
         f"{escape(snapshot.label)}</h3>"
         f"{_facts(snapshot)}{_body(snapshot, key)}</section>"
     )

@@ -139,6 +139,10 @@ def summary(conn: Connection, build_id: int, delivery: str) -> dict[str, Any]:
             "error": view.error,
             "report_url": view.report_url,
         },
+        # Snapshots whose shots never settled: flake, perhaps, rather than change.
+        "unstable": list(view.unstable[:LISTED_NAMES]),
+        "unstable_total": len(view.unstable),
+        "unstable_fails": view.unstable_fails,
         "changed": changed,
         "changed_total": changed_total,
         "failed": failed,

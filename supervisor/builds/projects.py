@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "count_aa": DEFAULT_COUNT_AA,
     "budget_pixels": DEFAULT_BUDGET_PIXELS,
     "flat_threshold": DEFAULT_FLAT_THRESHOLD,
+    "unstable_fails": True,
 }
 
 #: What `--flat-threshold` takes to turn the finer pass off (stored as NULL).
@@ -58,6 +59,8 @@ class ProjectSettings:
     budget_pixels: int
     #: The finer pass where both images are flat; None: off.
     flat_threshold: float | None
+    #: Whether a change in an unstable snapshot (its shots never settled) fails the gate.
+    unstable_fails: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class SettingsChange:
     budget_pixels: int | None = None
     flat_threshold: float | Literal["off"] | None = None
     baseline_branch: str | None = None
+    unstable_fails: bool | None = None
 
     def values(self) -> dict[str, Any]:
         """The columns to write: `OFF` is stored as NULL."""
@@ -114,6 +118,7 @@ def load_settings(conn: Connection, project_id: int) -> ProjectSettings:
         count_aa=bool(row["count_aa"]),
         budget_pixels=int(row["budget_pixels"]),
         flat_threshold=None if row["flat_threshold"] is None else float(row["flat_threshold"]),
+        unstable_fails=bool(row["unstable_fails"]),
     )
 
 

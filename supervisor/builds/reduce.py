@@ -57,7 +57,7 @@ def reduce_build(conn: Connection, build_id: int, *, failure: str | None = None)
     if failure is None and any(shards[state] for state in OPEN_SHARD_STATES):
         return "open"
     counts = _snapshot_counts(conn, build_id)
-    verdict = _verdict(shards, counts, failure)
+    verdict = _verdict(shards, counts, failure, _gating_changes(conn, build))
     error = (failure or _failure_reason(conn, build_id, counts)) if verdict == "failed" else None
     _finish(conn, build, verdict, counts, error)
     _close_attempts(conn, build_id, verdict, error, _summary(verdict, counts, shards))
@@ -96,8 +96,11 @@ def _snapshot_counts(conn: Connection, build_id: int) -> dict[str, int]:
     return {status: int(found.get(status, 0)) for status in SNAPSHOT_COUNTS}
 
 
-def _verdict(shards: Counter[str], counts: dict[str, int], failure: str | None) -> BuildVerdict:
+def _verdict(
+    shards: Counter[str], counts: dict[str, int], failure: str | None, gating: int
+) -> BuildVerdict:
     """DESIGN section 4: failed beats changed beats passed; a cancel asked for beats them all.
+    `gating` is the number of changed snapshots that count for the gate (`_gating_changes`).
 
     A build with no shard at all can only end here through a cancel of its job.
     """
@@ -105,7 +108,21 @@ def _verdict(shards: Counter[str], counts: dict[str, int], failure: str | None) 
         return "cancelled"
     if failure is not None or shards["failed"] or counts["failed"]:
         return "failed"
-    return "changed" if counts["changed"] else "passed"
+    return "changed" if gating else "passed"
+
+
+def _gating_changes(conn: Connection, build: RowMapping) -> int:
+    """The build's changed snapshots that fail the gate: all of them, unless its project lets
+    changes in unstable snapshots (shots that never settled) pass."""
+    unstable_fails = conn.execute(
+        select(projects.c.unstable_fails).where(projects.c.id == build["project_id"])
+    ).scalar_one()
+    query = select(func.count()).where(
+        snapshots.c.build_id == build["id"], snapshots.c.status == "changed"
+    )
+    if not unstable_fails:
+        query = query.where(snapshots.c.settled.is_not(False))
+    return int(conn.execute(query).scalar_one())
 
 
 def _failure_reason(conn: Connection, build_id: int, counts: dict[str, int]) -> str:

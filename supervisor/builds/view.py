@@ -28,7 +28,7 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
     (`report_snapshots`, `baseline_builds`): its own `snapshots` and `baseline_builds` are then
     empty."""
     row = conn.execute(
-        select(builds, projects.c.name.label("project"))
+        select(builds, projects.c.name.label("project"), projects.c.unstable_fails)
         .join(projects, projects.c.id == builds.c.project_id)
         .where(builds.c.id == build_id)
     ).one_or_none()
@@ -51,6 +51,19 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
         source=m["source"],
         skipped=tuple(plan.get("skipped", ())),
         removed=_removed(conn, build_id, plan) if m["finished_at"] is not None else (),
+        unstable=_unstable(conn, build_id),
+        unstable_fails=bool(m["unstable_fails"]),
+    )
+
+
+def _unstable(conn: Connection, build_id: int) -> tuple[str, ...]:
+    """The names of the build's snapshots whose shots never settled."""
+    return tuple(
+        conn.execute(
+            select(snapshots.c.name)
+            .where(snapshots.c.build_id == build_id, snapshots.c.settled.is_(False))
+            .order_by(snapshots.c.name)
+        ).scalars()
     )
 
 
@@ -137,6 +150,11 @@ def format_build(view: BuildView, publishing: str | None = None) -> str:
     ]
     if view.skipped:
         lines.append(f"skipped   {len(view.skipped)} stories opted out")
+    if view.unstable:
+        counted = "fail the gate" if view.unstable_fails else "are shown, not failing the gate"
+        lines.append(
+            f"unstable  {len(view.unstable)} snapshots never settled: their changes {counted}"
+        )
     if view.snapshots:
         lines += ["", *_table(view.snapshots, stories=view.source == "storybook")]
     if view.skipped:
@@ -181,7 +199,7 @@ def _table(rows: tuple[SnapshotView, ...], *, stories: bool) -> list[str]:
 def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
     return (
         snapshot.name,
-        snapshot.status,
+        f"{snapshot.status}, unstable" if snapshot.unstable else snapshot.status,
         "-" if snapshot.diff_pixels is None else str(snapshot.diff_pixels),
         "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
         "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),

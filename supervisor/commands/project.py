@@ -68,6 +68,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="changed pixels tolerated per snapshot",
     )
     parser.add_argument("--baseline-branch", help="branch whose builds become the baselines")
+    unstable = parser.add_mutually_exclusive_group()
+    unstable.add_argument(
+        "--unstable-fails",
+        dest="unstable_fails",
+        action="store_const",
+        const=True,
+        help="a change in a snapshot that never settled makes its build changed (the default)",
+    )
+    unstable.add_argument(
+        "--unstable-passes",
+        dest="unstable_fails",
+        action="store_const",
+        const=False,
+        help="changes in snapshots that never settled are shown but do not fail the gate",
+    )
     parser.add_argument(
         "--webhook",
         type=webhook_url,
@@ -111,6 +126,7 @@ def execute(args: argparse.Namespace) -> int:
         budget_pixels=args.budget_pixels,
         flat_threshold=args.flat_threshold,
         baseline_branch=args.baseline_branch,
+        unstable_fails=args.unstable_fails,
     )
     hooks = WebhookChange(
         add=args.webhook,
@@ -145,6 +161,7 @@ def _describe(settings: ProjectSettings, webhooks: list[Webhook]) -> str:
         ("flat threshold", "off" if flat is None else f"{flat:g} where both images are flat"),
         ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
         ("budget", f"{settings.budget_pixels} pixels"),
+        ("unstable", "changes fail the gate" if settings.unstable_fails else "shown, not failing"),
         *(
             ("webhooks" if index == 0 else "", _webhook_line(hook))
             for index, hook in enumerate(webhooks)

@@ -107,6 +107,9 @@ projects = Table(
     Column("budget_pixels", Integer, nullable=False, server_default=str(DEFAULT_BUDGET_PIXELS)),
     # The finer pass where both images are flat; NULL: off, counts are pixelmatch's exactly.
     Column("flat_threshold", Float),
+    # Whether a change in a snapshot whose shots never settled (unstable) makes the build
+    # `changed`; false: such changes are shown, and the build passes if nothing else changed.
+    Column("unstable_fails", Boolean, nullable=False, server_default=text("true")),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 

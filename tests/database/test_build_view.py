@@ -33,6 +33,8 @@ BUILD_KEYS = {
     "source",
     "skipped",
     "removed",
+    "unstable",
+    "unstable_fails",
 }
 SNAPSHOT_KEYS = {
     "name",
@@ -50,6 +52,7 @@ SNAPSHOT_KEYS = {
     "story",
     "mode",
     "settled",
+    "unstable",
     "image_path",
     "image_sha256",
 }

@@ -96,6 +96,9 @@ def test_a_build_s_end_is_posted_once_signed_with_its_report(
         "changed_total": 1,
         "failed": [],
         "failed_total": 0,
+        "unstable": [],
+        "unstable_total": 0,
+        "unstable_fails": True,
     }
     assert received.path == "/hooks/storyshelf"
     assert received.headers["Content-Type"] == "application/json"

@@ -33,6 +33,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "count_aa": False,
         "budget_pixels": 0,
         "flat_threshold": DEFAULT_FLAT_THRESHOLD,
+        "unstable_fails": True,
         "webhooks": [],
     }
 
@@ -47,6 +48,10 @@ def test_options_change_only_the_settings_named(
     assert (settings["budget_pixels"], settings["baseline_branch"]) == (25, "trunk")
     _, settings = project(database_url, capsys, "--ignore-aa")
     assert settings["count_aa"] is False
+    _, settings = project(database_url, capsys, "--unstable-passes")
+    assert (settings["unstable_fails"], settings["count_aa"]) == (False, False)
+    _, settings = project(database_url, capsys, "--unstable-fails")
+    assert settings["unstable_fails"] is True
 
 
 def test_the_flat_area_pass_is_turned_off_and_on_again(

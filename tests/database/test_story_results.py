@@ -10,11 +10,16 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from child.report.render import render_report
 from ipc.artifacts.keys import image_key
 from ipc.messages import Done
 from supervisor.builds import capture
 from supervisor.builds.capture import STORY_RESULT_KEYS, ResultError
+from supervisor.builds.notify import summary
+from supervisor.builds.projects import SettingsChange, change_settings
+from supervisor.builds.view import format_build, load_build
 from supervisor.db import queue
+from supervisor.db.connection import transaction
 from supervisor.host.pool import Child
 from supervisor.metrics.registry import HostMetrics
 from tests.capture_helpers import claim
@@ -104,3 +109,45 @@ def test_a_story_result_without_a_sound_render_time_is_refused(
         assert queue.ack(conn, job.lease)
         with pytest.raises(ResultError, match=refused):
             capture.record(conn, job, {"snapshots": items})
+
+
+def changed_unstable(name: str) -> dict[str, Any]:
+    """A story whose shots never settled, and whose last shot differs from its baseline."""
+    item = captured(name, 0.4, settled=False)
+    item.update(status="changed", diff_pixels=120, diff_ratio=0.01)
+    return item
+
+
+@pytest.mark.parametrize(
+    ("setting", "verdict"), [(None, "changed"), (True, "changed"), (False, "passed")]
+)
+def test_an_unstable_change_fails_the_gate_unless_the_project_lets_it_pass(
+    engine: Engine, artifacts: Path, setting: bool | None, verdict: str
+) -> None:
+    """The default hides nothing: a change in a snapshot that never settled makes the build
+    `changed`; `project P --unstable-passes` shows it as unstable and lets the build pass. Either
+    way `build --json`, the report and the webhook name it."""
+    if setting is not None:
+        with transaction(engine) as conn:
+            change_settings(conn, "web", SettingsChange(unstable_fails=setting))
+    planned_capture(engine, artifacts)
+    (job,) = [job for job in claim(engine) if job.kind == "capture"]
+    items = [changed_unstable("a--one"), captured("a--two", 0.3, settled=True)]
+    with engine.connect() as conn, conn.begin():
+        assert queue.ack(conn, job.lease)
+        capture.record(conn, job, {"snapshots": items})
+    with engine.connect() as conn:
+        view = load_build(conn, job.data["build_id"])
+        told = summary(conn, job.data["build_id"], "delivery-1")
+    assert view is not None and view.status == verdict
+    assert view.unstable == ("a--one",)
+    document = view.as_json()
+    assert document["unstable"] == ["a--one"]
+    assert document["unstable_fails"] is (setting is not False)
+    by_name = {s["name"]: s for s in document["snapshots"]}
+    assert (by_name["a--one"]["unstable"], by_name["a--two"]["unstable"]) == (True, False)
+    assert (told["unstable"], told["unstable_total"]) == (["a--one"], 1)
+    assert "changed, unstable" in format_build(view)
+    assert "unstable  1 snapshots never settled" in format_build(view)
+    page = render_report(view)
+    assert 'data-show="unstable"' in page and 'data-unstable="true"' in page
