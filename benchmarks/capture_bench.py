@@ -1,7 +1,7 @@
 """Capture one Storybook build with this host and with storycap, side by side.
 
-Run ``python benchmarks/capture_bench.py [--stories N] [--runs R]``. Both tools capture the same
-static Storybook 10 build, in the same invocation, alternating run by run:
+Run ``python benchmarks/capture_bench.py [--stories N] [--runs R] [--storybook DIR]``. Both tools
+capture the same static Storybook build, in the same invocation, alternating run by run:
 
 - the build: the fixture project of ``tests/fixtures/storybook/`` (its lock file, config, design
   tokens and web font) with its own stories replaced by N generated ones (default 300): plain
@@ -9,7 +9,9 @@ static Storybook 10 build, in the same invocation, alternating run by run:
   the figures are about capturing, not about the failure handling the fixture's hanging,
   throwing and external-image stories exercise. It is built once (``npm ci``, ``storybook
   build``) into ``benchmarks/.cache/storybook-<key>/``, keyed by the SHA-256 of every source file
-  the generator writes, so a repeated run skips the build;
+  the generator writes, so a repeated run skips the build. With ``--storybook DIR``, that static
+  build instead, as it is: a real-world one of ``tests/fixtures/realworld/*/storybook-static``,
+  with its animations, play functions, fonts and failures;
 - this host, through its command line as a user runs it, in a fresh temporary folder per run
   (a SQLite file and an artifacts folder): ``migrate`` and ``enqueue-build --storybook`` (not
   timed), then ``run --drain --concurrency 2`` (timed: start-up, the ``plan`` job, the captures
@@ -481,9 +483,10 @@ class Tool:
         ]
 
 
-def measure(stories: int, runs: int) -> list[Tool]:
-    """`runs` runs of each tool, alternating, on one build; a tool that fails stops its runs."""
-    storybook = ensure_storybook(stories)
+def measure(stories: int, runs: int, given: Path | None = None) -> list[Tool]:
+    """`runs` runs of each tool, alternating, on one build (`given`, else `stories` generated
+    ones); a tool that fails stops its runs."""
+    storybook = given or ensure_storybook(stories)
     storycap = ensure_storycap()
     host = Tool(f"this host, {SLOTS} children", [])
     installed = json.loads((storycap.parent.parent / "storycap" / "package.json").read_text())
@@ -516,10 +519,9 @@ def measure(stories: int, runs: int) -> list[Tool]:
     return [host, theirs]
 
 
-def report(tools: list[Tool], stories: int, runs: int) -> None:
+def report(tools: list[Tool], what: str, runs: int) -> None:
     print_table(
-        f"Capturing a generated Storybook 10 build of {stories} stories, medians of {runs} runs "
-        f"({os.cpu_count()} CPUs, {CHROMIUM})",
+        f"Capturing {what}, medians of {runs} runs ({os.cpu_count()} CPUs, {CHROMIUM})",
         [
             "tool",
             "stories",
@@ -544,10 +546,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--stories", type=int, default=300, help="generated stories")
     parser.add_argument("--runs", type=int, default=3, help="runs of each tool (at least 2)")
+    parser.add_argument(
+        "--storybook", type=Path, metavar="DIR", help="a static Storybook build to capture instead"
+    )
     arguments = parser.parse_args()
     if arguments.runs < 2 or arguments.stories < 1:
         parser.error("--runs must be at least 2 and --stories at least 1")
-    report(measure(arguments.stories, arguments.runs), arguments.stories, arguments.runs)
+    given = arguments.storybook
+    if given is not None and not (given / "iframe.html").is_file():
+        parser.error(f"{given} is not a static Storybook build (no iframe.html)")
+    what = (
+        f"the static Storybook build {given}"
+        if given is not None
+        else f"a generated Storybook 10 build of {arguments.stories} stories"
+    )
+    report(measure(arguments.stories, arguments.runs, given), what, arguments.runs)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,8 @@ MAX_IGNORE_SELECTORS = 50
 MAX_SELECTOR_LENGTH = 500
 #: The most ignore boxes a snapshot records (the first ones in document order).
 MAX_IGNORE_BOXES = 200
+#: The most globals one Chromatic mode may set for its snapshot.
+MAX_MODE_GLOBALS = 20
 #: The longest reason a plan gives for a story it cannot capture.
 MAX_PROBLEM_LENGTH = 1000
 
@@ -114,6 +116,9 @@ class StorySnapshot(TypedDict):
     #: capture and their pixels are not compared.
     ignore: list[str]
     media: Media
+    #: Globals the story is rendered under, over the preview's own: a Chromatic mode's besides
+    #: its viewport (`{"theme": "dark"}`); empty for none.
+    globals: dict[str, Any]
     #: Why the story cannot be captured as it asks (a size that cannot be honoured): the
     #: snapshot is then `failed` with this reason, never left out unseen. None to capture it.
     problem: str | None

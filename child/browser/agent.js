@@ -118,14 +118,46 @@
     return found;
   };
 
+  // The preview's globals as the page first had them, and the keys a mode set since: each
+  // story gets the first with its own mode's over them, so a mode's theme never leaks into the
+  // next story.
+  let ownGlobals = null;
+  let modeKeys = [];
+  const globalsHolder = () => {
+    const preview = window.__STORYBOOK_PREVIEW__;
+    const store = preview && preview.storyStoreValue;
+    const legacy = window.__STORYBOOK_STORY_STORE__;
+    const holder = (store && store.userGlobals) || (legacy && legacy.globals);
+    return holder && typeof holder.get === 'function' ? holder : null;
+  };
+  // '' when nothing was to change, 'updated' when the globals were sent (Storybook then renders
+  // the story shown again), else why they cannot be.
+  const applyGlobals = (wanted) => {
+    const keys = Object.keys(wanted);
+    if (!keys.length && !modeKeys.length) return '';
+    const holder = globalsHolder();
+    if (!holder) return 'the preview keeps no globals a mode could set';
+    if (ownGlobals === null) ownGlobals = { ...holder.get() };
+    const next = { ...ownGlobals };
+    for (const key of modeKeys) if (!(key in ownGlobals)) next[key] = undefined;
+    Object.assign(next, wanted);
+    modeKeys = keys;
+    hooked.emit('updateGlobals', { globals: next });
+    return 'updated';
+  };
+
   const agent = {
     errors,
 
-    // Show `storyId`: switched to through the channel, or rendered again (same story).
-    show(storyId, remount) {
+    // Show `storyId`: switched to through the channel, or rendered again (same story), under
+    // the preview's own globals with `globals` (a Chromatic mode's) over them.
+    show(storyId, remount, globals) {
       hook(window.__STORYBOOK_ADDONS_CHANNEL__);
       if (!hooked) return 'Storybook has no channel in this page';
+      const applied = applyGlobals(globals || {});
+      if (applied && applied !== 'updated') return applied;
       story = fresh(storyId);
+      if (remount && applied === 'updated') return '';  // rendered again under the new globals
       if (remount) hooked.emit('forceRemount', { storyId });
       else hooked.emit('setCurrentStory', { storyId, viewMode: 'story' });
       return '';

@@ -215,7 +215,7 @@ class StoryRenderer:
         try:
             page = self._ensure_page(browser, snapshot["viewport"])
             self._emulate(page, snapshot["media"])
-            self._show(page, snapshot["story_id"], render_deadline)
+            self._show(page, snapshot["story_id"], render_deadline, snapshot["globals"])
             elapsed = self._await_outcome(page, render_deadline)
             delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
             motion = RUN_TO_END_MS if snapshot["pause_animation_at_end"] else FIRST_FRAME_MS
@@ -295,24 +295,39 @@ class StoryRenderer:
             )
             self._media = media
 
-    def _show(self, page: Page, story_id: str, deadline: float) -> None:
-        """Bring `story_id` into the page: a switch through the channel, else a page load."""
-        if self._shown is not None and self._switch == "channel":
-            remount = self._shown == story_id
-            problem = self._call(
-                page,
-                "([id, again]) => window.__storyshelf.show(id, again)",
-                [story_id, remount],
-                deadline,
-            )
-            if not problem:
-                self._shown = story_id
-                return
-            log.info("switching stories by loading the page", reason=problem)
+    def _show(
+        self, page: Page, story_id: str, deadline: float, globals_: dict[str, Any]
+    ) -> None:
+        """Bring `story_id` into the page under `globals_` (a Chromatic mode's, over the
+        preview's own): a switch through the channel, else a page load, and then, for globals
+        of its own, a switch to the same story under them."""
+        switchable = self._shown is not None and self._switch == "channel"
+        if switchable and not self._switch_to(page, story_id, globals_, deadline):
+            return
         self._shown = None
         url = self.site.url(f"iframe.html?id={quote(story_id)}&viewMode=story")
         page.goto(url, wait_until="commit", timeout=self._remaining_ms(deadline))
         self._shown = story_id
+        if globals_:
+            self._await_outcome(page, deadline)
+            if self._switch_to(page, story_id, globals_, deadline):
+                raise StoryFailed("the page's Storybook cannot take the mode's globals")
+
+    def _switch_to(
+        self, page: Page, story_id: str, globals_: dict[str, Any], deadline: float
+    ) -> str:
+        """Switch through Storybook's channel; what stopped it, or "" once switched."""
+        problem: str = self._call(
+            page,
+            "([id, again, globals]) => window.__storyshelf.show(id, again, globals)",
+            [story_id, self._shown == story_id, globals_],
+            deadline,
+        )
+        if problem:
+            log.info("switching stories by loading the page", reason=problem)
+        else:
+            self._shown = story_id
+        return problem
 
     def _wait_for_quiet(self, page: Page, deadline: float) -> None:
         while self._in_flight > 0 or self._clock() - self._last_activity < QUIET_SECONDS:

@@ -34,6 +34,8 @@ about whether its picture matters.
 * ignore regions: `chromatic.ignoreSelectors` (a list of CSS selectors) and Lost Pixel's
   `mask` (a list of `{selector}`), besides the `.chromatic-ignore` class and the
   `data-chromatic="ignore"` attribute, which every story has;
+* globals: a Chromatic mode's globals besides its viewport (`{"theme": "dark"}`, `backgrounds`,
+  `locale`), under which the story is rendered for that snapshot: how teams snapshot themes;
 * media: `chromatic.prefersReducedMotion` ("reduce", the default here, or "no-preference"),
   `chromatic.forcedColors` ("none" or "active"), `chromatic.media` ("screen" or "print").
 
@@ -61,6 +63,7 @@ from ipc.storybook import (
     FORCED_COLORS,
     MAX_DELAY_MS,
     MAX_IGNORE_SELECTORS,
+    MAX_MODE_GLOBALS,
     MAX_PROBLEM_LENGTH,
     MAX_SELECTOR_LENGTH,
     MEDIA_TYPES,
@@ -173,9 +176,11 @@ def _snapshots(
         crop = "viewport"
     elif storycap.get("fullPage") is True:
         crop = "page"
+    modes = _enabled_modes(chromatic)
     snapshots: list[StorySnapshot] = []
     for mode, viewport in sizes:
         name = entry.id if mode is None else f"{entry.id} [{mode}]"
+        chosen = next(iter(modes.values())) if len(modes) == 1 else modes.get(mode or "", {})
         if mode is not None:
             _check_mode(mode, name)
         snapshots.append(
@@ -193,10 +198,28 @@ def _snapshots(
                 count_aa=count_aa if isinstance(count_aa, bool) else None,
                 ignore=ignore,
                 media=media,
+                globals=_mode_globals(chosen),
                 problem=None,
             )
         )
     return snapshots
+
+
+def _enabled_modes(chromatic: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Chromatic's modes that are taken (objects, not disabled), by name: when there are any,
+    they are the story's sizes (`sizes.story_sizes`), one snapshot each."""
+    return {
+        str(name): mode
+        for name, mode in _mapping(chromatic.get("modes")).items()
+        if isinstance(mode, Mapping) and mode.get("disable") is not True
+    }
+
+
+def _mode_globals(mode: Mapping[str, Any]) -> dict[str, Any]:
+    """The globals a Chromatic mode sets besides its viewport (`theme`, `backgrounds`,
+    `locale`...): the story is rendered under them, at most `MAX_MODE_GLOBALS`."""
+    found = {str(k): v for k, v in mode.items() if k not in ("viewport", "disable")}
+    return dict(list(found.items())[:MAX_MODE_GLOBALS])
 
 
 def _distinct(
@@ -235,6 +258,7 @@ def _unplannable(entry: IndexEntry, problem: str) -> StorySnapshot:
         count_aa=None,
         ignore=[],
         media=DEFAULT_MEDIA.copy(),
+        globals={},
         problem=problem[:MAX_PROBLEM_LENGTH],
     )
 

@@ -31,6 +31,7 @@ from ipc.storybook import (
     MAX_DELAY_MS,
     MAX_IGNORE_BOXES,
     MAX_IGNORE_SELECTORS,
+    MAX_MODE_GLOBALS,
     MAX_PROBLEM_LENGTH,
     MAX_SELECTOR_LENGTH,
     MEDIA_TYPES,
@@ -175,6 +176,9 @@ def is_story_snapshot(value: Any) -> bool:
         and (value["count_aa"] is None or isinstance(value["count_aa"], bool))
         and _are_selectors(value["ignore"])
         and _is_media(value["media"])
+        and isinstance(value["globals"], Mapping)
+        and len(value["globals"]) <= MAX_MODE_GLOBALS
+        and all(isinstance(key, str) for key in value["globals"])
         and (
             value["problem"] is None
             or (isinstance(value["problem"], str) and len(value["problem"]) <= MAX_PROBLEM_LENGTH)

@@ -92,6 +92,7 @@ def snapshot(story_id: str, **changes: Any) -> StorySnapshot:
         "count_aa": None,
         "ignore": [],
         "media": DEFAULT_MEDIA.copy(),
+        "globals": {},
         "problem": None,
     }
     shot.update(changes)  # type: ignore[typeddict-item]

@@ -330,3 +330,32 @@ def test_a_story_is_captured_under_the_media_it_asks_for(
             for media in (forced, snapshot("x")["media"])
         ]
     assert taken[0] != plain and taken[1] == plain
+
+
+def test_a_modes_globals_render_its_snapshot_and_leave_the_next_story_alone(
+    captured: Any, browser: ChildBrowser, stored: Stored, shots: list[StorySnapshot]
+) -> None:
+    """Chromatic modes that set the theme global: the dark snapshot is dark, the light one and
+    the story after it are as the preview's own globals draw them, whichever came first."""
+    results = captured[0]
+    dark = image(stored, results["example-themes--light-and-dark [dark]"])
+    light = image(stored, results["example-themes--light-and-dark [light]"])
+    assert dark.avg() < 100 < 200 < light.avg(), "dark text on a dark page, and the reverse"
+    by_name = {shot["name"]: shot for shot in shots}
+    order = [
+        by_name["example-themes--light-and-dark [dark]"],
+        by_name["example-button--primary"],
+        by_name["example-themes--light-and-dark [dark]"],
+        by_name["example-themes--light-and-dark [light]"],
+    ]
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
+        taken = [renderer.take(shot).sha256 for shot in order]
+    assert taken == [
+        results["example-themes--light-and-dark [dark]"]["sha256"],
+        results["example-button--primary"]["sha256"],
+        results["example-themes--light-and-dark [dark]"]["sha256"],
+        results["example-themes--light-and-dark [light]"]["sha256"],
+    ]

@@ -38,6 +38,7 @@ def story(story_id: str, mode: str | None = None, **settings: Any) -> StorySnaps
         "count_aa": None,
         "ignore": [],
         "media": DEFAULT_MEDIA.copy(),
+        "globals": {},
         "problem": None,
     }
     return {**shot, **settings}  # type: ignore[typeddict-item]

@@ -58,7 +58,7 @@ def test_a_static_build_becomes_one_plan_job_and_its_files_are_stored_by_content
     artifacts = tmp_path / "artifacts"
     code, printed, _ = enqueue(capsys, database_url, artifacts, FIXTURE, "--commit=abc123")
     assert code == 0 and printed is not None
-    assert (printed["source"], printed["stories"], printed["snapshots"]) == ("storybook", 28, None)
+    assert (printed["source"], printed["stories"], printed["snapshots"]) == ("storybook", 29, None)
     with engine.connect() as conn:
         build = conn.execute(select(builds)).one()._mapping
         plan = conn.execute(select(jobs)).one()._mapping

@@ -43,7 +43,7 @@ REMOVED = "example-card--with-text"
 LIVE = "example-ignore--"
 #: The story that hangs its page: its 15 s cap is waited out once, in the first build.
 HANG = "example-hang--main-thread-hang"
-#: The fixture's snapshots: 28 stories, two opted out, two with two sizes each.
+#: The fixture's snapshots: 29 stories, two opted out, three with two modes each.
 EXPECTED = {
     "example-broken--throws-in-render": "failed",
     "example-clock--animation-frame": "new",
@@ -54,6 +54,8 @@ EXPECTED = {
     "example-ignore--chromatic-ignore": "new",
     "example-ignore--ignore-selectors": "new",
     "example-ignore--lost-pixel-mask": "new",
+    "example-themes--light-and-dark [dark]": "new",
+    "example-themes--light-and-dark [light]": "new",
     "example-button--primary": "new",
     "example-button--secondary": "new",
     "example-card--with-text": "new",
@@ -165,7 +167,7 @@ def captured_twice(
     first = results(engine, main)
     assert {name: row["status"] for name, row in first.items()} == EXPECTED
     build = build_row(engine, main)
-    assert (build["status"], build["failed"], build["new"]) == ("failed", 2, 26)
+    assert (build["status"], build["failed"], build["new"]) == ("failed", 2, 28)
     skipped = {item["story_id"]: item["reason"] for item in build["plan"]["skipped"]}
     assert set(skipped) == {
         "example-optout--chromatic-disabled",

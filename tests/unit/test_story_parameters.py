@@ -294,6 +294,7 @@ def test_a_story_the_preview_gave_no_record_for_is_taken_with_the_defaults() -> 
             "count_aa": None,
             "ignore": [],
             "media": {"reduced_motion": "reduce", "forced_colors": "none", "media": "screen"},
+            "globals": {},
             "problem": None,
         }
     ]
@@ -375,12 +376,14 @@ def test_the_fixture_storybook_is_planned_from_its_real_preview_records() -> Non
         ("example-optout--snapshot-tag-removed", "no snapshot tag"),
     ]
     by_name = {s["name"]: s for s in result["snapshots"]}
-    assert len(by_name) == 28 - 2 - 2 + 4
+    assert len(by_name) == 29 - 2 - 3 + 6
     assert {name: s["viewport"]["width"] for name, s in by_name.items() if s["mode"]} == {
         "example-viewports--chromatic-widths [1200]": 1200,
         "example-viewports--chromatic-widths [320]": 320,
         "example-viewports--lost-pixel-breakpoints [1024]": 1024,
         "example-viewports--lost-pixel-breakpoints [375]": 375,
+        "example-themes--light-and-dark [dark]": 1200,
+        "example-themes--light-and-dark [light]": 1200,
     }
     assert by_name["example-button--primary"]["viewport"] == {"width": 1200, "height": 900}
     assert by_name["example-delay--chromatic-delay"]["delay_ms"] == 300
@@ -430,3 +433,25 @@ def test_stories_past_a_builds_snapshot_cap_fail_each_saying_so(
         ("s--2", "the build would take more than 2 snapshots"),
         ("s--3", "the build would take more than 2 snapshots"),
     ]
+
+
+# fmt: off
+MODE_GLOBALS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("no modes", {}, {ID: {}}),
+    ("modes by theme", {"chromatic": {"modes": {"light": {"theme": "light"}, "dark": {"theme": "dark", "viewport": 320}}}}, {f"{ID} [dark]": {"theme": "dark"}, f"{ID} [light]": {"theme": "light"}}),
+    ("one mode keeps its globals", {"chromatic": {"modes": {"dark": {"theme": "dark", "backgrounds": {"value": "#000"}}}}}, {ID: {"theme": "dark", "backgrounds": {"value": "#000"}}}),
+    ("a disabled mode's globals go with it", {"chromatic": {"modes": {"dark": {"theme": "dark", "disable": True}, "a": {"viewport": 320}}}}, {ID: {}}),
+    ("widths have no globals", {"chromatic": {"viewports": [320, 640]}}, {f"{ID} [320]": {}, f"{ID} [640]": {}}),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [case[1:] for case in MODE_GLOBALS],
+    ids=[case[0] for case in MODE_GLOBALS],
+)
+def test_a_chromatic_modes_globals_go_with_its_snapshot(
+    parameters: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    assert {s["name"]: s["globals"] for s in plan_one(parameters)["snapshots"]} == expected

@@ -248,7 +248,7 @@ def test_an_index_of_the_wrong_shape_is_refused_with_one_line(
 
 def test_the_fixture_build_is_read_from_its_index_json() -> None:
     entries = read_index_file(FIXTURE_BUILD)
-    assert len(entries) == 28
+    assert len(entries) == 29
     assert all(entry.type == "story" for entry in entries)
     by_id = {entry.id: entry for entry in entries}
     assert by_id["example-button--primary"] == IndexEntry(
