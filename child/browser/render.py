@@ -295,9 +295,7 @@ class StoryRenderer:
             )
             self._media = media
 
-    def _show(
-        self, page: Page, story_id: str, deadline: float, globals_: dict[str, Any]
-    ) -> None:
+    def _show(self, page: Page, story_id: str, deadline: float, globals_: dict[str, Any]) -> None:
         """Bring `story_id` into the page under `globals_` (a Chromatic mode's, over the
         preview's own): a switch through the channel, else a page load, and then, for globals
         of its own, a switch to the same story under them."""
