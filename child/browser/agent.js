@@ -54,7 +54,10 @@
       if (change && change.newPhase === 'loading' && ofThisStory(change.storyId)) seed = SEED;
     },
     storyRendered: (id) => { if (ofThisStory(id)) story.rendered = true; },
-    storyFinished: (result) => { if (ofThisStory(result && result.storyId)) story.finished = true; },
+    storyFinished: (result) => {
+      sawFinished = true;
+      if (ofThisStory(result && result.storyId)) story.finished = true;
+    },
     storyUnchanged: (id) => { if (ofThisStory(id)) story.unchanged = true; },
     storyMissing: (id) => {
       if (ofThisStory(id)) fail(`story ${id || story.storyId} is not in the build`);
@@ -92,12 +95,16 @@
   }
 
   // Storybook 8.4 and later say `storyFinished` once a story, its play function and its
-  // reporters are done; older ones end at `storyRendered`.
+  // reporters are done; older ones end at `storyRendered` (after the play function since 7.0).
+  // Storybook 7 and later name their events in a global; 6.5 has neither the global nor the
+  // event. A page that said `storyFinished` once says it for every story.
+  let sawFinished = false;
   const finishes = () => {
+    if (sawFinished) return true;
     const events = window.__STORYBOOK_MODULE_CORE_EVENTS__;
-    if (events && typeof events === 'object') return 'STORY_FINISHED' in events;
-    return true;
+    return Boolean(events && typeof events === 'object' && 'STORY_FINISHED' in events);
   };
+
   const STYLE_ID = 'storyshelf-capture-style';
   const STYLE = [
     '*, *::before, *::after { caret-color: transparent !important; }',
