@@ -3,7 +3,8 @@ of the tools teams move from (Chromatic, Lost Pixel, storycap) and Storybook's o
 
 Pure: the child's browser side hands it the index and, per story, what the preview's `extract()`
 returned (`parameters`, `tags`, `globals` / `storyGlobals`, ...), and it returns the
-`PlanResult`. Docs entries are dropped and counted. Every story then either yields snapshots
+`PlanResult`. Docs entries are dropped and counted, MDX pages the index lists as stories among
+them (`parameters.docsOnly`). Every story then either yields snapshots
 (its sizes: `child.storybook.sizes`) or is skipped with a reason; nothing is left out silently.
 
 **Opt-outs**, each a `SkippedStory` whose reason names what said so:
@@ -96,7 +97,7 @@ def plan_snapshots(
     `entries` is the build's index (`ipc.storybook_index`), `stories[story_id]` the preview's
     record of that story, `initial_globals` the preview's initial globals.
     """
-    story_entries = [entry for entry in entries if entry.type == "story"]
+    story_entries = [entry for entry in entries if not _is_docs(entry, stories)]
     tags_in_use = any(SNAPSHOT_TAG in _tags(entry, stories) for entry in story_entries)
     snapshots: list[StorySnapshot] = []
     skipped: list[SkippedStory] = []
@@ -123,6 +124,17 @@ def plan_snapshots(
         docs=len(entries) - len(story_entries),
         error=None,
     )
+
+
+def _is_docs(entry: IndexEntry, stories: Mapping[str, Mapping[str, Any]]) -> bool:
+    """A docs entry of the index, or an MDX docs page that a `stories.json` lists as a story
+    without its parameters (Storybook 6.5 with the v7 store): the preview's record says
+    `docsOnly`."""
+    if entry.type != "story":
+        return True
+    record = stories.get(entry.id)
+    parameters = record.get("parameters") if isinstance(record, Mapping) else None
+    return isinstance(parameters, Mapping) and parameters.get("docsOnly") is True
 
 
 def _opt_out(

@@ -455,3 +455,15 @@ def test_a_chromatic_modes_globals_go_with_its_snapshot(
     parameters: dict[str, Any], expected: dict[str, Any]
 ) -> None:
     assert {s["name"]: s["globals"] for s in plan_one(parameters)["snapshots"]} == expected
+
+
+def test_an_mdx_page_a_stories_json_lists_as_a_story_is_docs() -> None:
+    """Storybook 6.5 with the v7 store writes an MDX page into stories.json with no parameters;
+    the preview's record says docsOnly."""
+    entries = [
+        IndexEntry("intro--page", "Intro", "Page", "story", ()),
+        IndexEntry("a--one", "A", "One", "story", ()),
+    ]
+    stories = {"intro--page": {"parameters": {"docsOnly": True}}, "a--one": {"parameters": {}}}
+    result = plan_snapshots(entries, stories, {})
+    assert ([s["name"] for s in result["snapshots"]], result["docs"]) == (["a--one"], 1)
