@@ -58,6 +58,9 @@ class IndexEntry:
     name: str
     type: EntryType
     tags: tuple[str, ...]
+    #: Whether it comes from an MDX file (`importPath`): a Storybook 6.5 `stories.json` lists
+    #: MDX docs pages as stories, and only the preview, which has no story for them, tells.
+    mdx: bool = False
 
 
 def parse_index(document: object) -> list[IndexEntry]:
@@ -175,7 +178,13 @@ def _v3_entry(raw: Mapping[str, Any], key: str) -> IndexEntry:
         name=_text(raw, key, name_field, wanted='"name" or "story"'),
         type="docs" if parameters.get("docsOnly") is True else "story",
         tags=_tags(raw.get("tags", []), key),
+        mdx=_from_mdx(raw),
     )
+
+
+def _from_mdx(raw: Mapping[str, Any]) -> bool:
+    path = raw.get("importPath")
+    return isinstance(path, str) and path.endswith(".mdx")
 
 
 def _id(raw: Mapping[str, Any], key: str) -> str:

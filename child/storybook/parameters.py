@@ -129,11 +129,13 @@ def plan_snapshots(
 def _is_docs(entry: IndexEntry, stories: Mapping[str, Mapping[str, Any]]) -> bool:
     """A docs entry of the index, or an MDX docs page that a `stories.json` lists as a story
     without its parameters (Storybook 6.5 with the v7 store): the preview's record says
-    `docsOnly`."""
+    `docsOnly`, or the preview has no story of that id from an MDX file."""
     if entry.type != "story":
         return True
     record = stories.get(entry.id)
-    parameters = record.get("parameters") if isinstance(record, Mapping) else None
+    if not isinstance(record, Mapping):
+        return entry.mdx
+    parameters = record.get("parameters")
     return isinstance(parameters, Mapping) and parameters.get("docsOnly") is True
 
 

@@ -467,3 +467,15 @@ def test_an_mdx_page_a_stories_json_lists_as_a_story_is_docs() -> None:
     stories = {"intro--page": {"parameters": {"docsOnly": True}}, "a--one": {"parameters": {}}}
     result = plan_snapshots(entries, stories, {})
     assert ([s["name"] for s in result["snapshots"]], result["docs"]) == (["a--one"], 1)
+
+
+def test_an_mdx_page_the_preview_has_no_story_for_is_docs() -> None:
+    """Storybook 6.5's v7 store lists an MDX docs page in stories.json, and extract() leaves it
+    out: docs, not a story planned with the defaults."""
+    entries = [
+        IndexEntry("intro--page", "Intro", "Page", "story", (), mdx=True),
+        IndexEntry("a--one", "A", "One", "story", (), mdx=True),
+        IndexEntry("b--lost", "B", "Lost", "story", ()),
+    ]
+    result = plan_snapshots(entries, {"a--one": {"parameters": {}}}, {})
+    assert ([s["name"] for s in result["snapshots"]], result["docs"]) == (["a--one", "b--lost"], 1)

@@ -128,7 +128,7 @@ def v5(*entries: dict[str, Any]) -> dict[str, Any]:
         (
             V3_STORYBOOK_6_5,
             [
-                IndexEntry("introduction--page", "Introduction", "Page", "docs", ()),
+                IndexEntry("introduction--page", "Introduction", "Page", "docs", (), mdx=True),
                 IndexEntry("example-header--logged-in", "Example/Header", "Logged In", "story", ()),
             ],
         ),
