@@ -40,10 +40,17 @@ PREVIEW_TIMEOUT_SECONDS = 30.0
 #: How long a loaded page may go without a Storybook preview before it is said to have none.
 NO_PREVIEW_SECONDS = 5.0
 
+#: The most objects the preview's answer may hold. An object that several stories share (a
+#: preview's table of viewports, a theme) is written out in each of them, so that every story's
+#: record is whole; the cap stops a preview whose values share objects in a way that would
+#: multiply without end.
+MAX_OBJECTS = 2_000_000
+
 #: Started once in the page, then polled: null while pending, else {ok: JSON text} or {error}.
-#: Records are made JSON here (functions dropped, cycles cut) so that any parameter value
+#: Records are made JSON here (functions dropped, a value that contains itself cut where it
+#: recurs, an object that several values share written in each) so that any parameter value
 #: survives the trip.
-EXTRACT = """(noPreviewMs) => {
+EXTRACT = """([noPreviewMs, maxObjects]) => {
   const agent = window.__storyshelf;
   if (agent.extraction) return agent.extraction;
   const preview = window.__STORYBOOK_PREVIEW__;
@@ -58,20 +65,28 @@ EXTRACT = """(noPreviewMs) => {
   if (agent.extracting) return null;
   agent.extracting = true;
   const plain = (value) => {
-    const seen = new WeakSet();
-    return JSON.stringify(value, (key, item) => {
+    const path = [];
+    let budget = maxObjects;
+    return JSON.stringify(value, function (key, item) {
       if (typeof item === 'function' || typeof item === 'symbol') return undefined;
       if (typeof item === 'bigint') return String(item);
       if (item && typeof item === 'object') {
-        if (seen.has(item)) return undefined;
-        seen.add(item);
         if (typeof Node !== 'undefined' && item instanceof Node) return undefined;
+        while (path.length && path[path.length - 1] !== this) path.pop();
+        if (path.includes(item)) return undefined;
+        if (--budget < 0) {
+          throw Object.assign(
+            new Error(`the preview's stories hold more than ${maxObjects} objects`), { ours: true });
+        }
+        path.push(item);
       }
       return item;
     });
   };
-  const describe = (error) => (error && error.message)
-    ? `${error.name || 'Error'}: ${error.message}` : String(error);
+  const describe = (error) => {
+    if (error && error.ours) return error.message;
+    return (error && error.message) ? `${error.name || 'Error'}: ${error.message}` : String(error);
+  };
   (async () => {
     let stories;
     let globals = {};
@@ -159,7 +174,10 @@ def _extract(page: Page, deadline: float, beat: Callable[[], None]) -> Any:
         slice_seconds = max(0.001, min(BEAT_SECONDS, deadline - time.monotonic()))
         try:
             handle = page.wait_for_function(
-                EXTRACT, arg=NO_PREVIEW_SECONDS * 1000, polling=50, timeout=slice_seconds * 1000
+                EXTRACT,
+                arg=[NO_PREVIEW_SECONDS * 1000, MAX_OBJECTS],
+                polling=50,
+                timeout=slice_seconds * 1000,
             )
             return handle.json_value()
         except PlaywrightTimeout:

@@ -179,6 +179,8 @@ def _preview_answering(extract: str, user_globals: str = "undefined") -> Callabl
 
 
 DEEP = "(() => { let v = {}; for (let i = 0; i < 5000; i++) v = { v }; return { s: { parameters: v } }; })()"
+#: Objects shared so that writing each out in full would multiply past any memory: 2^40 leaves.
+MULTIPLYING = "(() => { let v = {}; for (let i = 0; i < 40; i++) v = { a: v, b: v }; return { s: { parameters: v } }; })()"
 
 
 @pytest.mark.parametrize(
@@ -196,8 +198,9 @@ DEEP = "(() => { let v = {}; for (let i = 0; i < 5000; i++) v = { v }; return { 
             "the preview's initial globals are an array, not a map",
         ),
         (DEEP, "undefined", "the preview's extract() answered values nested too deep to read"),
+        (MULTIPLYING, "undefined", "the preview's stories hold more than 2000000 objects"),
     ],
-    ids=["a string", "an array", "globals as a list", "nested 5000 deep"],
+    ids=["a string", "an array", "globals as a list", "nested 5000 deep", "shared past any size"],
 )
 def test_a_preview_that_answers_another_shape_fails_the_plan_in_one_line(
     browser: ChildBrowser,
@@ -208,3 +211,27 @@ def test_a_preview_that_answers_another_shape_fails_the_plan_in_one_line(
 ) -> None:
     result, _ = run_plan(store_variant(_preview_answering(extract, user_globals)))
     assert result["error"] == f"the Storybook preview did not load: {message}"
+
+
+#: Two stories whose parameters share one table of viewports (as Storybook's parameter merge
+#: leaves a preview's table), and a value that contains itself.
+SHARED = """(() => {
+  const viewports = { small: { name: 'Small', styles: { width: '375px', height: '812px' } } };
+  const loop = { name: 'loop' };
+  loop.self = loop;
+  const story = (id) => ({ id, title: 'T', name: id, parameters: { viewport: { viewports }, loop } });
+  return { 'a--one': story('a--one'), 'a--two': story('a--two') };
+})()"""
+
+
+def test_an_object_two_stories_share_reaches_both_whole_and_a_loop_is_cut(
+    browser: ChildBrowser, store_variant: Callable[[Callable[[Path], None]], Stored]
+) -> None:
+    shared = store_variant(_preview_answering(SHARED))
+    with Site(load(for_job(str(shared.artifacts)), shared.ref)) as site:
+        read = read_stories(browser, site)
+    small = {"name": "Small", "styles": {"width": "375px", "height": "812px"}}
+    for story in ("a--one", "a--two"):
+        parameters = read.stories[story]["parameters"]
+        assert parameters["viewport"] == {"viewports": {"small": small}}
+        assert parameters["loop"] == {"name": "loop"}
