@@ -68,6 +68,10 @@ PIXELS = (
     "--disable-partial-raster",
     "--disable-skia-runtime-opts",
     "--disable-checker-imaging",
+    # Animations run on the page's main thread only. A transform animation the compositor had
+    # begun keeps a layer of its own once paused, drawn filtered, or not, by when the pause
+    # came: the same frozen spinner gave two images from run to run (measured: 14 of 30).
+    "--disable-threaded-animation",
     "--lang=en-US",
     # What headless Chromium reports for hover and pointer media queries, fixed (as Playwright's
     # own launcher does): a mouse-like fine pointer that can hover.
