@@ -442,7 +442,9 @@ def run_host(storybook: Path, folder: Path) -> Sample:
     build = json.loads(shown.stdout)
     failed = [s["name"] for s in build["snapshots"] if s["status"] == "failed"]
     if failed:
-        print(f"  this host: {len(failed)} stories failed: {', '.join(failed[:5])}", file=sys.stderr)
+        print(
+            f"  this host: {len(failed)} stories failed: {', '.join(failed[:5])}", file=sys.stderr
+        )
     if (build["error"] and not failed) or not build["snapshots"]:
         raise Unavailable(
             f"build {build_id} ended {build['status']} with {len(build['snapshots'])} snapshots"

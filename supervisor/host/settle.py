@@ -285,9 +285,11 @@ class Settler:
             return "retried" if queue.retry(conn, job.lease, error, delay) else "lost"
 
     def _report(self, running: Running, outcome: JobOutcome, **facts: Any) -> None:
-        seconds = round(self.clock() - running.started_at, 3)
+        seconds = self.clock() - running.started_at
         level = "info" if outcome in ("completed", "cancelled", "released") else "warning"
-        getattr(running.log, level)("job finished", outcome=outcome, seconds=seconds, **facts)
+        getattr(running.log, level)(
+            "job finished", outcome=outcome, seconds=round(seconds, 3), **facts
+        )
         self.metrics.job_finished(running.job.kind, outcome, seconds)
 
     def _complete_all(

@@ -145,7 +145,9 @@ def test_jobs_leases_and_claims_are_counted(engine: Engine, start_host: StartHos
     ]
     assert completed == 30
     assert scraped[("storyshelf_job_duration_seconds_count", (("kind", "noop"),))] == 30
-    assert scraped[("storyshelf_job_duration_seconds_sum", (("kind", "sleep"),))] >= 3.5
+    # The host times a job from when it learns the child began it: a job the child had
+    # waiting behind the last noop starts before the host reads that noop's end.
+    assert scraped[("storyshelf_job_duration_seconds_sum", (("kind", "sleep"),))] >= 3.4
     # A quarter lease is 1 s: the 3.5 s job renewed its lease as it progressed.
     assert scraped[("storyshelf_lease_renewals_total", ())] >= 2
     assert scraped[("storyshelf_leases_lost_total", ())] == 0
