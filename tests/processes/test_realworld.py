@@ -1,0 +1,90 @@
+"""The Storybooks teams really have, through real hosts: Storybooks built with npm on published
+component libraries (`tests/fixtures/realworld/*/`: each folder's README says which versions,
+builder, framework and addons, and how it is rebuilt), Storybook 6.5 to 9, webpack and Vite,
+React, Vue, Svelte, Angular and web components.
+
+For each: every story that does not opt out by a parameter of its own is captured; a second
+capture of the same build is `unchanged` for every snapshot (charts animated by script
+included); and a build with a one-line visual edit of one component changes exactly the stories
+that render it. Each fixture's `expected.json` lists those stories (`edited`) and any story
+that fails on its own in any runner, with the words of its failure (`failing`). The fixtures
+alternate between the two databases: what differs by database is settling, which
+`tests/database` runs on both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine
+
+from ipc.artifacts.folder import FolderStore
+from tests.chromium import require_chromium
+from tests.hosts import StartHost
+from tests.processes.test_storybook_hosts import build_row, queue_storybook, results
+
+REALWORLD = Path(__file__).resolve().parents[1] / "fixtures" / "realworld"
+FIXTURES = sorted(path.parent.name for path in REALWORLD.glob("*/expected.json"))
+DATABASES = ("sqlite", "postgresql")
+#: Two children, and room for the slowest story (a chart animated for 5 s) within the stall.
+HOST = (
+    "--concurrency", "2", "--lease-seconds", "60", "--stall-seconds", "40",
+    "--backoff-base-seconds", "0.1", "--poll-seconds", "0.3", "--drain-seconds", "10",
+)  # fmt: skip
+#: The reasons a plan may give for leaving a story out: each a parameter of the story's own.
+OPT_OUTS = {
+    "chromatic.disableSnapshot",
+    "chromatic.disable",
+    "lostpixel.disable",
+    "screenshot.skip",
+    "no snapshot tag",
+}
+
+
+@pytest.fixture(autouse=True)
+def chromium_is_required() -> None:
+    require_chromium()
+
+
+def test_there_is_a_real_world_corpus() -> None:
+    assert len(FIXTURES) >= 1, f"no fixture with an expected.json under {REALWORLD}"
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    ("fixture", "database_url"),
+    [(name, DATABASES[index % 2]) for index, name in enumerate(FIXTURES)],
+    ids=FIXTURES,
+    indirect=["database_url"],
+)
+def test_a_real_storybook_is_captured_whole_the_same_twice_and_its_edit_found_exactly(
+    fixture: str, engine: Engine, start_host: StartHost, tmp_path: Path
+) -> None:
+    folder = REALWORLD / fixture
+    expected: dict[str, Any] = json.loads((folder / "expected.json").read_text())
+    failing: dict[str, str] = expected.get("failing", {})
+    store = FolderStore(tmp_path / "artifacts")
+    first = queue_storybook(engine, store, folder / "storybook-static", "main")
+    assert start_host(*HOST, "--drain").wait(600) == 0
+    build = build_row(engine, first)
+    skipped = {item["story_id"]: item["reason"] for item in build["plan"]["skipped"]}
+    assert {story: why for story, why in skipped.items() if why not in OPT_OUTS} == {}
+    captured = results(engine, first)
+    failed = {n: r["error"] for n, r in captured.items() if r["status"] != "new"}
+    assert set(failed) == set(failing), failed
+    for story, words in failing.items():
+        assert words in failed[story]
+    assert build["new"] == len(captured) - len(failed) > 0
+
+    again = queue_storybook(engine, store, folder / "storybook-static", "main")
+    edited = queue_storybook(engine, store, folder / "storybook-static-edited", "edit")
+    assert start_host(*HOST, "--drain").wait(600) == 0
+    second = {n: r for n, r in results(engine, again).items() if n not in failed}
+    assert {n: r["diff_pixels"] for n, r in second.items() if r["status"] != "unchanged"} == {}
+    assert set(second) == set(captured) - set(failed)
+    changed = {n: r for n, r in results(engine, edited).items() if n not in failed}
+    assert {n for n, r in changed.items() if r["status"] != "unchanged"} == set(expected["edited"])
+    assert all(changed[name]["status"] == "changed" for name in expected["edited"])
