@@ -227,6 +227,37 @@ def test_stories_rendered_in_children_are_counted_by_the_host(
 
 
 @SUPERVISION_ONLY
+def test_idle_and_slow_clients_cost_the_host_no_thread_and_healthz_answers_meanwhile(
+    engine: Engine, start_host: StartHost
+) -> None:
+    """200 idle connections and 50 requests that never end hold no thread of the parent (a
+    thread each would hold a pid each, and under a pids limit leave no room to fork a child),
+    and `/healthz` answers within a second while they sit there."""
+    host = start_host(*FAST, "--concurrency", "1", *SERVED)
+    address = address_of(host)
+    healthz_until(address, "ok")
+    value(address, "storyshelf_children")  # a scrape has run: its thread has come and gone
+    threads = psutil.Process(host.pid).num_threads()
+    where = address.rpartition(":")
+    target = (where[0], int(where[2]))
+    clients = [socket.create_connection(target, timeout=5) for _ in range(250)]
+    try:
+        for slow in clients[200:]:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(1.0)
+        assert psutil.Process(host.pid).num_threads() <= threads
+        started = time.monotonic()
+        assert get(address, "/healthz") == (200, "ok\n")
+        assert time.monotonic() - started < 1.0
+        job_id = enqueue(engine, "sleep", {"seconds": 0.1})
+        assert ended(engine, job_id)["status"] == "completed"
+    finally:
+        for client in clients:
+            client.close()
+    assert host.stop() == 0
+
+
+@SUPERVISION_ONLY
 def test_an_address_that_cannot_be_used_is_one_line_and_exit_2(database_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
