@@ -4,7 +4,11 @@ The parent sends the build and its snapshots (`ipc.publish.PublishPayload`); thi
 image and diff the page shows into the report's folder, writes the page last (whole or not at
 all), then points the branch's `latest` page at it. Each step can be done again: a retry after
 a crash or a store outage finds the copies it made and makes only the rest, and rewrites the
-page. A picture that is no longer stored (pruned meanwhile, or lost) is left out and named in
+page. The pointer is a convenience beside the report: a store that refuses it (a file in its
+way, left by an older version) leaves the branch's pointer where it was and says so in the
+result, and the report is published all the same; failing the job for it would leave a written
+report unrecorded, queued again by every `build ID` and failing again each time. A picture
+that is no longer stored (pruned meanwhile, or lost) is left out and named in
 the result, and the page shows it broken: one missing file does not cost the build its report.
 Every call to the store beats for the job while it waits (`child.worker.beats`): a bucket that
 is away for a while fails the try when its timeouts run out, it does not get the child killed
@@ -26,7 +30,7 @@ from child.worker.beats import beating
 from child.worker.handlers import Progress
 from ipc.artifacts.location import open_store
 from ipc.artifacts.s3 import CONCURRENCY
-from ipc.artifacts.store import ArtifactMissing, ArtifactStore
+from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoreError, StoreUnavailable
 from ipc.build_view import BuildView, SnapshotView, build_from_wire, snapshot_from_values
 from ipc.publish import (
     INDEX,
@@ -60,11 +64,18 @@ def run(data: dict[str, Any], progress: Progress) -> PublishResult:
         for part in report_parts(view, listing):
             out.write(part.encode())
     progress({"written": index})
+    unpointed = None
     if payload["latest"] is not None:
-        _point(store, payload["latest"], view, progress)
+        unpointed = _point(store, payload["latest"], view, progress)
     if missing:
         log.warning("report shows pictures no longer stored", build_id=view.id, missing=missing[:5])
-    return {"index": index, "url": store.where(index), "copied": copied, "missing": missing}
+    return {
+        "index": index,
+        "url": store.where(index),
+        "copied": copied,
+        "missing": missing,
+        "unpointed": unpointed,
+    }
 
 
 def _pictures(snapshots: Iterable[SnapshotView]) -> list[str]:
@@ -105,18 +116,27 @@ def _waiting(progress: Progress) -> AbstractContextManager[None]:
     return beating(lambda: progress({"waiting_on": "store"}), STORE_CALL_SECONDS)
 
 
-def _point(store: ArtifactStore, key: str, view: BuildView, progress: Progress) -> None:
+def _point(store: ArtifactStore, key: str, view: BuildView, progress: Progress) -> str | None:
     """Point `key` (the branch's `latest` page) at `view`'s report, unless it already points at
-    a newer build: two builds of a branch may publish in either order."""
+    a newer build: two builds of a branch may publish in either order. Why the store refused
+    it, or None; a store that does not answer fails the try, to be retried (see the module)."""
     try:
+        try:
+            with _waiting(progress):
+                pointed = pointed_build(store.read_bytes(key))
+        except (ArtifactMissing, FileNotFoundError):  # a bucket's missing key, a folder's
+            pointed = None
+        if pointed is not None and pointed > view.id:
+            return None
         with _waiting(progress):
-            pointed = pointed_build(store.read_bytes(key))
-    except (ArtifactMissing, FileNotFoundError):  # a bucket's missing key, a folder's
-        pointed = None
-    if pointed is not None and pointed > view.id:
-        return
-    with _waiting(progress):
-        store.put_bytes(key, pointer_page(view), content_type="text/html; charset=utf-8")
+            store.put_bytes(key, pointer_page(view))
+    except StoreUnavailable:
+        raise
+    except (OSError, StoreError) as error:
+        why = f"{key}: {error.strerror if isinstance(error, OSError) and error.strerror else error}"
+        log.warning("latest page not moved", build_id=view.id, error=why)
+        return why
+    return None
 
 
 def pointer_page(view: BuildView) -> bytes:

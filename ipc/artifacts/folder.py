@@ -80,7 +80,7 @@ class FolderStore:
         for key, path in files:
             self.put_file(key, path)
 
-    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
+    def put_bytes(self, key: str, data: bytes) -> None:
         with self.writer(key) as out:
             out.write(data)
 

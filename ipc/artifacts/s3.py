@@ -133,8 +133,8 @@ class S3Store:
     def put_files(self, files: Collection[tuple[str, Path]]) -> None:
         self._concurrently(lambda pair: self.put_file(*pair), files)
 
-    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
-        self._put(key, data, content_type)
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._put(key, data)
 
     def copy_files(self, pairs: Collection[tuple[str, str]]) -> set[str]:
         found = self._concurrently(self._copy, pairs)
@@ -225,11 +225,10 @@ class S3Store:
                 f"{first.get('Key')}: {first.get('Message') or first.get('Code')}"
             )
 
-    def _put(self, key: str, body: bytes | BinaryIO, content_type: str | None = None) -> None:
-        """One PUT, typed by `content_type` or else by the key's extension, so that a bucket
-        served over HTTP shows a report's page and images in the browser rather than offering
-        them as downloads."""
-        kind = content_type or mimetypes.guess_type(key)[0] or "application/octet-stream"
+    def _put(self, key: str, body: bytes | BinaryIO) -> None:
+        """One PUT, typed by the key's extension, so that a bucket served over HTTP shows a
+        report's pages and images in the browser rather than offering them as downloads."""
+        kind = mimetypes.guess_type(key)[0] or "application/octet-stream"
         self._call(
             key,
             lambda s3: s3.put_object(

@@ -86,9 +86,8 @@ class ArtifactStore(Protocol):
         """`put_file` for each pair (concurrently where the store is remote)."""
         ...
 
-    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
-        """Store `data` as `key`; `content_type` says what a bucket serves it as when its name
-        does not (a report's pointer page has no extension)."""
+    def put_bytes(self, key: str, data: bytes) -> None:
+        """Store `data` as `key` (a bucket serves it as what its name's extension says)."""
         ...
 
     def copy_files(self, pairs: Collection[tuple[str, str]]) -> set[str]:

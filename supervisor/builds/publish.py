@@ -131,6 +131,7 @@ def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
         or set(result) != PUBLISH_RESULT_FIELDS
         or not isinstance(result["url"], str)
         or not isinstance(result["index"], str)
+        or not isinstance(result["unpointed"], str | None)
         or not result["index"].startswith(f"{_folder_of(conn, build_id)}/")
     ):
         raise ResultError(f"publish job {job.id}: the result is not this build's report")
@@ -144,6 +145,10 @@ def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
         copied=result["copied"],
         missing=len(result["missing"]),
     )
+    if result["unpointed"] is not None:
+        log.warning(
+            "latest page not moved", job_id=job.id, build_id=build_id, error=result["unpointed"]
+        )
     return "skipped"
 
 

@@ -99,7 +99,7 @@ projects = Table(
     metadata,
     Column("id", Key, primary_key=True),
     Column("name", String(200), nullable=False, unique=True),
-    Column("baseline_branch", String(200), nullable=False, server_default="main"),
+    Column("baseline_branch", Text, nullable=False, server_default="main"),
     # Diff settings, stored per project so thresholds mean the same on every host.
     Column("metric", String(10), nullable=False, server_default=DEFAULT_METRIC),
     Column("threshold", Float, nullable=False, server_default=str(DEFAULT_THRESHOLD)),
@@ -131,7 +131,7 @@ builds = Table(
     metadata,
     Column("id", Key, primary_key=True),
     Column("project_id", Key, ForeignKey("projects.id"), nullable=False, index=True),
-    Column("branch", String(200), nullable=False),
+    Column("branch", Text, nullable=False),
     Column("commit", String(64)),
     Column("status", String(12), nullable=False, server_default="pending"),
     Column("source", String(12), nullable=False, server_default="images"),

@@ -426,7 +426,7 @@ def test_the_published_report_is_a_folder_that_stands_on_its_own(
     assert baseline_report in links.urls
     assert links.statuses == ["changed", "failed", "unchanged"]
     # The branch's newest report is pointed at, and the folder can be moved whole.
-    pointer = (artifacts / "reports/web/latest/feature").read_text()
+    pointer = (artifacts / "reports/web/latest/feature.html").read_text()
     assert f'url=../{queued.build_id}/index.html"' in pointer
     moved = tmp_path / "elsewhere"
     report.parent.rename(moved)
@@ -443,7 +443,7 @@ def test_the_latest_page_of_a_branch_points_at_its_newest_build_whatever_the_ord
     first = upload(engine, artifacts, tmp_path / "v1", branch="team/login")
     second = upload(engine, artifacts, tmp_path / "v1", branch="team/login")
     run_jobs_in_order(engine, artifacts, [second.build_id, first.build_id])
-    pointer = (artifacts / "reports/web/latest/team/login").read_text()
+    pointer = (artifacts / "reports/web/latest/team/login.html").read_text()
     assert f'content="{second.build_id}"' in pointer
     target = artifacts / "reports/web/latest/team" / f"../../{second.build_id}/index.html"
     assert f"url=../../{second.build_id}/index.html" in pointer and target.resolve().is_file()

@@ -111,20 +111,20 @@ def test_a_bucket_serves_pages_and_images_as_what_they_are(s3_store: S3Store) ->
     """A report in a bucket opens in a browser: each object has its content type."""
     s3_store.put_bytes("reports/web/1/index.html", b"<html>")
     s3_store.put_bytes("images/ab/one.png", b"\x89PNG")
-    s3_store.put_bytes("reports/web/latest/main", b"<html>", content_type="text/html")
+    s3_store.put_bytes("reports/web/latest/main.html", b"<html>")
     s3_store.copy_files([("images/ab/one.png", "reports/web/1/images/ab/one.png")])
     client = s3_store._client()
     kinds = {
         key: client.head_object(Bucket=s3_store.bucket, Key=s3_store._key(key))["ContentType"]
         for key in (
             "reports/web/1/index.html",
-            "reports/web/latest/main",
+            "reports/web/latest/main.html",
             "reports/web/1/images/ab/one.png",
         )
     }
     assert kinds == {
         "reports/web/1/index.html": "text/html",
-        "reports/web/latest/main": "text/html",
+        "reports/web/latest/main.html": "text/html",
         "reports/web/1/images/ab/one.png": "image/png",
     }
 

@@ -81,7 +81,7 @@ def test_a_job_that_met_a_store_gone_away_is_retried_and_completes_once_it_is_ba
     assert copies and set(bucket.written(copies)) == copies  # every picture beside its page
     assert (
         f"url=../{queued.build_id}/index.html"
-        in bucket.read_bytes("reports/web/latest/main").decode()
+        in bucket.read_bytes("reports/web/latest/main.html").decode()
     )
     assert host.stop() == 0
 
