@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
 import os
@@ -72,6 +73,7 @@ from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import enqueue_build, store_images
 from supervisor.commands.build import BuildExit
 from supervisor.commands.demo_images import Canvas
+from supervisor.commands.main import main as supervisor_command
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, transaction
 from supervisor.db.migrate import upgrade
@@ -112,6 +114,9 @@ class PlannedBuild:
     folder: Path
     damaged: frozenset[str]
     source: Literal["images", "storybook"] = "images"
+    #: The commit of an earlier build of the same files against the same baselines, whose
+    #: calm result is this one's too: the calm run captures it once.
+    same_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,13 @@ class Workload:
     baselines: tuple[PlannedBuild, ...]
     builds: tuple[PlannedBuild, ...]
     shards: int
+
+    def distinct_builds(self) -> tuple[PlannedBuild, ...]:
+        """The builds whose results can differ: what the calm run captures. The Storybook
+        builds are two builds repeated (the token changed or not), and a Storybook is the
+        costliest thing a round captures (a browser per child, seconds a story); capturing
+        each repeat calmly again would double the calm run and tell nothing new."""
+        return tuple(build for build in self.builds if build.same_as is None)
 
 
 #: The test suite's Storybook fixture, which every round also captures.
@@ -218,8 +230,9 @@ def make_workload(folder: Path, *, builds: int, snapshots: int, shards: int, see
         commit = f"storybook-{number:03d}"
         changed = number % 2 == 1
         built = write_storybook(folder / commit, token_changed=changed)
+        same_as = f"storybook-{number % 2:03d}" if number >= 2 else None
         planned.append(
-            PlannedBuild(f"stories-{number:03d}", commit, built, frozenset(), "storybook")
+            PlannedBuild(f"stories-{number:03d}", commit, built, frozenset(), "storybook", same_as)
         )
     return Workload((baseline, storybook), tuple(planned), shards)
 
@@ -555,8 +568,15 @@ def upload_storybook(engine: Engine, store: ArtifactStore, build: PlannedBuild, 
 BASELINE_OUTCOMES = {"main": ("passed", 0), "storybook-main": ("failed", 1)}
 
 
-def prepare(url: str, site: Site, workload: Workload, options: list[str]) -> None:
-    """Capture the `main` builds calmly (they become the baselines), then queue the others."""
+def prepare(
+    url: str,
+    site: Site,
+    workload: Workload,
+    options: list[str],
+    planned: tuple[PlannedBuild, ...] | None = None,
+) -> None:
+    """Capture the `main` builds calmly (they become the baselines), then queue the others
+    (`planned`, or every build of the workload)."""
     engine = connect(url)
     store = site.store()
     try:
@@ -572,7 +592,7 @@ def prepare(url: str, site: Site, workload: Workload, options: list[str]) -> Non
         )
         if ended != BASELINE_OUTCOMES:
             raise RuntimeError(f"the baseline builds ended {ended}, not {BASELINE_OUTCOMES}")
-        for build in workload.builds:
+        for build in workload.builds if planned is None else planned:
             upload(engine, store, build, workload.shards)
     finally:
         engine.dispose()
@@ -1374,9 +1394,8 @@ ENDED_VERDICTS = {BuildExit.PASSED, BuildExit.CHANGED, BuildExit.FAILED}
 def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
     """Check that each of `build_ids` (ended) has its report published: its `report_url`
     recorded and its page stored, in the hosts' own store (the folder, or the bucket: its
-    endpoint and credentials are in the soak's environment). Then run `python -m supervisor
-    build ID` the way a user looks at a build (at once: each is a process start), which must
-    say the build's verdict."""
+    endpoint and credentials are in the soak's environment). Then `build ID` must say each
+    build's verdict (`build_verdict`)."""
     store = soak_round.site.store()
     urls = retrying(
         soak_round.engine,
@@ -1392,29 +1411,32 @@ def look_at_builds(soak_round: Round, build_ids: list[int]) -> list[str]:
         key = url.removeprefix(f"{soak_round.site.location}/") if url else None
         if key is None or not store.exists(key):
             missing.append(f"build {build_id}: no published report ({url or 'none recorded'})")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for build_id in build_ids:
+        code, last = build_verdict(soak_round, build_id)
+        if code not in ENDED_VERDICTS:
+            missing.append(f"build {build_id}: `build {build_id}` exited {code}: {last}")
+    return missing
+
+
+def build_verdict(soak_round: Round, build_id: int) -> tuple[int, str]:
+    """`python -m supervisor build ID`'s exit status and the last line it wrote to stderr.
+
+    The command's own entry point (its parser, its reading, its verdict) runs in the soak's
+    process: a process per build cost a second of CPU each, some 40 s of a one-minute soak's
+    round on two cores. The soak's logging is set up again after it, as the command sets its
+    own."""
+    errors = io.StringIO()
     command = [
-        sys.executable, "-m", "supervisor", "build",
+        "build", str(build_id), "--log-level", "warning",
         "--database-url", soak_round.url, "--artifacts", soak_round.site.location,
     ]  # fmt: skip
-    looks = {
-        build_id: subprocess.Popen(
-            [*command, str(build_id)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=ROOT,
-        )
-        for build_id in build_ids
-    }
-    for build_id, look in looks.items():
-        _out, err = look.communicate(timeout=120)
-        if look.returncode not in ENDED_VERDICTS:
-            last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            missing.append(
-                f"build {build_id}: `build {build_id}` exited {look.returncode}: {last[0]}"
-            )
-    return missing
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(errors):
+            code = supervisor_command(command)
+    finally:
+        configure_logging("warning")
+    last = errors.getvalue().strip().splitlines()[-1:] or ["no output"]
+    return code, last[0]
 
 
 def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
@@ -1813,10 +1835,11 @@ def check(evidence: Evidence) -> dict[str, list[str]]:
 def calm_reference(
     server: TemporaryPostgres, workload: Workload, settings: SoakSettings
 ) -> dict[str, BuildResult]:
-    """The workload run with one host and no faults: what every chaotic run must agree with."""
+    """The workload run with one host and no faults: what every chaotic run must agree with
+    (each repeated build is captured once, `Workload.distinct_builds`)."""
     url = create_database(server, "calm")
     site = settings.site(settings.work / "calm")
-    prepare(url, site, workload, settings.host_options)
+    prepare(url, site, workload, settings.host_options, workload.distinct_builds())
     run_to_end(url, site, settings.host_options)
     engine = connect(url)
     try:
@@ -1831,6 +1854,9 @@ def calm_reference(
         engine.dispose()
     if failed:
         raise RuntimeError(f"the calm run ended {failed} job(s) other than completed")
+    for build in workload.builds:
+        if build.same_as is not None:
+            results[build.commit] = results[build.same_as]
     return results
 
 
