@@ -131,6 +131,8 @@ def parse_index_bytes(data: bytes, name: str) -> list[IndexEntry]:
         raise IndexProblem(
             f"{name}: not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
         ) from None
+    except RecursionError:  # arrays or objects nested past Python's recursion limit
+        raise IndexProblem(f"{name}: nested too deep to read as a Storybook index") from None
     except IndexProblem as problem:
         raise IndexProblem(f"{name}: {problem}") from None
     try:

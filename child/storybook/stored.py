@@ -99,6 +99,10 @@ def load(artifacts: JobArtifacts, ref: StorybookRef) -> StoredBuild:
         )
     try:
         document = json.loads(data)
+    except RecursionError:  # nested past Python's recursion limit: not a manifest of ours
+        raise StorybookProblem(
+            f"Storybook manifest {ref['manifest']} is nested too deep to be a manifest"
+        ) from None
     except ValueError as error:
         raise StorybookProblem(
             f"Storybook manifest {ref['manifest']} is not JSON: {error}"

@@ -74,6 +74,15 @@ def store_missing(
     return len(missing)
 
 
+def link_target(path: Path) -> Path:
+    """Where the link at `path` leads, its links followed; `UploadError` for a link that leads
+    back to itself (or a loop of links), which has no end to upload."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # ELOOP; Python 3.11 and 3.12 raise RuntimeError for it
+        raise UploadError(f"{shown(path)}: a link that leads back to itself") from None
+
+
 def shown(path: Path) -> str:
     """`path` for a one-line message: quoted and escaped when it holds an unprintable character."""
     text = str(path)

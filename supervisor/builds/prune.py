@@ -662,8 +662,11 @@ def _mark_manifests(store: ArtifactStore, manifests: Collection[str], marks: Mar
 
 def _manifest_files(document: bytes) -> set[str]:
     """The keys of the files a manifest (`ipc.storybook.manifest_document`) lists;
-    `ValueError` for anything else."""
-    manifest = json.loads(document)
+    `ValueError` for anything else (a document nested past Python's recursion limit too)."""
+    try:
+        manifest = json.loads(document)
+    except RecursionError:
+        raise ValueError("nested too deep to be a manifest") from None
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
         raise ValueError(f"not a version {MANIFEST_VERSION} manifest")
     files = manifest.get("files")

@@ -30,7 +30,14 @@ from ipc.storybook import (
 )
 from ipc.storybook_index import IndexProblem, read_index_file
 from supervisor.builds import baselines
-from supervisor.builds.files import Report, UploadError, sha256_of, shown, store_missing
+from supervisor.builds.files import (
+    Report,
+    UploadError,
+    link_target,
+    sha256_of,
+    shown,
+    store_missing,
+)
 from supervisor.builds.projects import ensure_project
 from supervisor.builds.uploads import QueuedBuild, check_request
 from supervisor.db import queue
@@ -114,7 +121,7 @@ def _build_files(folder: Path) -> dict[str, Path]:
     for directory, _folders, names in os.walk(folder, onerror=_refuse_unreadable):
         for name in names:
             path = Path(directory) / name
-            real = path.resolve()
+            real = link_target(path)
             if not real.is_relative_to(root):
                 raise UploadError(f"{shown(path)}: a link to outside the folder ({shown(real)})")
             if not real.is_file():

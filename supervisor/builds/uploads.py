@@ -30,7 +30,14 @@ from ipc.artifacts.store import ArtifactStore
 from ipc.build_view import BuildSource
 from ipc.framing import MAX_FRAME_BYTES
 from supervisor.builds import baselines
-from supervisor.builds.files import Report, UploadError, sha256_of, shown, store_missing
+from supervisor.builds.files import (
+    Report,
+    UploadError,
+    link_target,
+    sha256_of,
+    shown,
+    store_missing,
+)
 from supervisor.builds.projects import ensure_project
 from supervisor.db import queue
 from supervisor.db.tables import builds, capture_attempts, capture_shards
@@ -153,7 +160,7 @@ def _checked(root: Path, path: Path, relative: str) -> FoundImage:
     """The image at `path`, or the reason it cannot be uploaded."""
     real = path
     if path.is_symlink():
-        real = path.resolve()
+        real = link_target(path)
         if not real.is_relative_to(root):
             raise UploadError(f"{shown(path)}: a link to outside the folder ({shown(real)})")
     if not real.is_file():

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from ipc.build_view import BuildView
 from supervisor.builds.publish import PUBLISHING, mend, publish_state
 from supervisor.builds.view import format_build, load_build
-from supervisor.commands.options import ID_MAX, number, open_database, whole
+from supervisor.commands.options import ID_MAX, open_database, seconds, whole
 from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, transaction
 
 
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=number,
+        type=seconds,
         metavar="SECONDS",
         help="with --wait: give up after this long (exit 4); default: wait as long as it takes",
     )

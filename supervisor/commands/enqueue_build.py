@@ -27,7 +27,7 @@ from supervisor.builds.uploads import (
     enqueue_build,
     store_images,
 )
-from supervisor.commands.options import open_database
+from supervisor.commands.options import ID_MAX, open_database, whole
 from supervisor.db.connection import transaction
 
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--shards",
-        type=int,
+        type=whole(1, ID_MAX),
         help="capture jobs to split the build into (default: one per "
         f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, one per 20 snapshots)",
     )

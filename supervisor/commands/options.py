@@ -34,8 +34,16 @@ T = TypeVar("T")
 
 #: The largest row id the databases store (a signed 64-bit integer, BIGINT and SQLite INTEGER).
 ID_MAX = 2**63 - 1
-#: The largest value of an INTEGER column on PostgreSQL.
+#: The largest value of an INTEGER column on PostgreSQL, and the bound of every count a
+#: setting names: past it a count is a typo, and Python's ints, unbounded, would reach a float
+#: or the database only to overflow there.
 INT32_MAX = 2**31 - 1
+#: The longest duration a setting names: a week. The host adds durations to the database's
+#: clock (a date past year 9999 overflows) and waits on timers that count milliseconds in a C
+#: int (24.8 days); no lease, stall, drain, backoff, poll or wait needs more.
+MAX_SECONDS = 7 * 24 * 3600
+#: The largest memory size a setting names, in MiB: 16 TiB, more than a machine has.
+MAX_MIB = 2**24
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -75,6 +83,28 @@ def number(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number")
     return value
+
+
+def number_in(low: float | None = None, high: float | None = None) -> Callable[[str], float]:
+    """A converter of finite numbers from `low` to `high` (either open when None)."""
+    bounds = ([f"from {low:g}"] if low is not None else []) + (
+        [f"up to {high:g}"] if high is not None else []
+    )
+    expected = " ".join(["a number", *bounds])
+
+    def convert(text: str) -> float:
+        value = number(text)
+        if (low is None or value >= low) and (high is None or value <= high):
+            return value
+        raise argparse.ArgumentTypeError(f"{text!r} is not {expected}")
+
+    return convert
+
+
+#: A duration in seconds (whether it may be 0 is the settings' to judge, with its meaning).
+seconds = number_in(high=MAX_SECONDS)
+#: A memory size in MiB.
+mebibytes = number_in(high=MAX_MIB)
 
 
 def number_or_off(text: str) -> float | Literal["off"]:

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import structlog
 
-from supervisor.commands.options import number, open_database, option, whole
+from supervisor.commands.options import (
+    INT32_MAX,
+    MAX_MIB,
+    mebibytes,
+    open_database,
+    option,
+    seconds,
+    whole,
+)
 from supervisor.db.connection import DatabaseUnavailable
 from supervisor.host.cadence import Cadence
 from supervisor.host.loop import run_host
@@ -24,16 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit together in `HostSettings.problems`."""
     defaults = HostSettings()
     for flag, convert, default, help_text in (
-        ("--concurrency", whole(), None, "children at once (default: sized from the CPUs and memory we may use)"),
-        ("--lease-seconds", number, defaults.lease_seconds, "how long a claimed job is ours without renewal"),
-        ("--stall-seconds", number, defaults.stall_seconds, "a child silent this long is hung and killed (at most two thirds of the lease)"),
-        ("--max-crashes", whole(), defaults.max_crashes, "crashes of one job before it is failed"),
-        ("--drain-seconds", number, defaults.drain_seconds, "on SIGTERM, how long running jobs may finish"),
-        ("--max-jobs-per-child", whole(), defaults.max_jobs_per_child, "jobs after which a child is replaced"),
-        ("--soft-rss-mib", number, defaults.soft_rss_bytes / 2**20, "a child above this is recycled after its job"),
-        ("--hard-rss-mib", number, defaults.hard_rss_bytes / 2**20, "a child above this is killed"),
-        ("--backoff-base-seconds", number, defaults.backoff_base_seconds, "first retry delay, doubled per attempt"),
-        ("--poll-seconds", number, None, "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)"),
+        ("--concurrency", whole(high=INT32_MAX), None, "children at once (default: sized from the CPUs and memory we may use)"),
+        ("--lease-seconds", seconds, defaults.lease_seconds, "how long a claimed job is ours without renewal"),
+        ("--stall-seconds", seconds, defaults.stall_seconds, "a child silent this long is hung and killed (at most two thirds of the lease)"),
+        ("--max-crashes", whole(high=INT32_MAX), defaults.max_crashes, "crashes of one job before it is failed"),
+        ("--drain-seconds", seconds, defaults.drain_seconds, "on SIGTERM, how long running jobs may finish"),
+        ("--max-jobs-per-child", whole(high=INT32_MAX), defaults.max_jobs_per_child, "jobs after which a child is replaced"),
+        ("--soft-rss-mib", mebibytes, defaults.soft_rss_bytes / 2**20, "a child above this is recycled after its job"),
+        ("--hard-rss-mib", mebibytes, defaults.hard_rss_bytes / 2**20, "a child above this is killed"),
+        ("--backoff-base-seconds", seconds, defaults.backoff_base_seconds, "first retry delay, doubled per attempt"),
+        ("--poll-seconds", seconds, None, "poll interval when idle (default 15 s, 2 s while busy; NOTIFY wakes sooner)"),
     ):  # fmt: skip
         option(parser, flag, convert, default, help_text)
     option(
@@ -53,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     option(
         parser,
         "--cache-mib",
-        whole(1),
+        whole(1, MAX_MIB),
         defaults.cache_mib,
         "the cache's bound; least recently used files go first",
     )

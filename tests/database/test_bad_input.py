@@ -39,13 +39,18 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     #: The working folder (a place name in braces, like the arguments).
     cwd: str = "{work}"
+    #: The exit status it must give, when the row says (2: a bad option).
+    exits: int | None = None
 
 
 @dataclass(frozen=True)
 class Places:
     """What a row may name: `{database}` migrated and empty, `{empty}` with no schema,
     `{unreachable}` a PostgreSQL port nobody listens on, `{readonly}` a folder nobody may write,
-    `{work}` the working folder, `{images}` a folder with one good PNG, `{artifacts}`."""
+    `{work}` the working folder, `{images}` a folder with one good PNG, `{artifacts}`,
+    `{looped}` a folder of PNGs with a link to itself among them, `{looped_storybook}` a
+    Storybook build with one, `{deep_index}` and `{deep_stories}` Storybook builds whose
+    `index.json` or `stories.json` nests arrays past Python's recursion limit."""
 
     database: str
     empty: str
@@ -54,6 +59,10 @@ class Places:
     work: Path
     images: Path
     artifacts: Path
+    looped: Path
+    looped_storybook: Path
+    deep_index: Path
+    deep_stories: Path
 
     def fill(self, text: str) -> str:
         return text.format(**{name: str(value) for name, value in vars(self).items()})
@@ -63,6 +72,9 @@ UPLOAD = ("enqueue-build", "--project", "web", "--branch", "main", "--images", "
 NO_SCHEMA = "no Storyshelf schema here: run `python -m supervisor migrate`"
 ON = ("--database-url", "{database}", "--artifacts", "{artifacts}")
 RUN = ("run", *ON, "--drain")
+STORYBOOK = ("enqueue-build", "--project", "web", "--branch", "main", *ON, "--storybook")
+#: Arrays nested far past Python's recursion limit (1000).
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
 CASES = [
     # Database URLs (issue 9, item 12)
@@ -137,7 +149,7 @@ CASES = [
     Case(
         "concurrency from the environment",
         RUN,
-        "'abc' is not a whole number (--concurrency or STORYSHELF_CONCURRENCY)",
+        "'abc' is not a whole number up to 2147483647 (--concurrency or STORYSHELF_CONCURRENCY)",
         env={"STORYSHELF_CONCURRENCY": "abc"},
     ),
     Case("lease from the environment", RUN, "STORYSHELF_LEASE_SECONDS", env={"STORYSHELF_LEASE_SECONDS": "soon"}),
@@ -159,7 +171,7 @@ CASES = [
         "button.png: not a folder",
     ),
     Case("artifacts in a bucket not named", (*UPLOAD, *ON, "--artifacts", "s3://"), "no bucket named (s3://bucket/prefix) (--artifacts or STORYSHELF_ARTIFACTS)"),
-    Case("a cache of nothing", (*RUN, "--cache-mib", "0"), "'0' is not a whole number from 1 (--cache-mib or STORYSHELF_CACHE_MIB)"),
+    Case("a cache of nothing", (*RUN, "--cache-mib", "0"), "'0' is not a whole number from 1 up to 16777216 (--cache-mib or STORYSHELF_CACHE_MIB)"),
     Case(
         "a bucket that does not answer",
         (*UPLOAD, "--database-url", "{database}", "--artifacts", "s3://shots/ci"),
@@ -180,6 +192,33 @@ CASES = [
     Case("concurrency 0", (*RUN, "--concurrency", "0"), "--concurrency must be 1 or more, not 0"),
     Case("concurrency -1", (*RUN, "--concurrency", "-1"), "--concurrency must be 1 or more, not -1"),
     Case("memory limit of 0", (*RUN, "--hard-rss-mib", "0"), "--hard-rss-mib must be more than 0, not 0"),
+    # Numbers that no setting can work with: each refused as it is read, exit 2
+    *(
+        Case(f"{flag} {value}", (*RUN, flag, value), f"{value!r} is not {expected} ({flag} or", exits=2)
+        for flag, value, expected in (
+            ("--lease-seconds", "1e12", "a number up to 604800"),
+            ("--lease-seconds", "inf", "a number"),
+            ("--stall-seconds", "1e400", "a number"),
+            ("--drain-seconds", "1e12", "a number up to 604800"),
+            ("--backoff-base-seconds", "1e300", "a number up to 604800"),
+            ("--poll-seconds", "1e12", "a number up to 604800"),
+            ("--soft-rss-mib", "1e300", "a number up to 1.67772e+07"),
+            ("--hard-rss-mib", "nan", "a number"),
+            ("--concurrency", "99999999999", "a whole number up to 2147483647"),
+            ("--max-crashes", "1" + "0" * 30, "a whole number up to 2147483647"),
+            ("--max-jobs-per-child", "1" + "0" * 400, "a whole number up to 2147483647"),
+            ("--cache-mib", "1" + "0" * 30, "a whole number from 1 up to 16777216"),
+        )
+    ),
+    Case("build timeout huge", ("build", "1", *ON, "--wait", "--timeout", "1e12"), "'1e12' is not a number up to 604800", exits=2),
+    Case("project threshold huge", ("project", "web", *ON, "--threshold", "1e308"), "threshold must be between 0 and 1, not 1e+308", exits=1),
+    Case("shards 0", (*UPLOAD, *ON, "--shards", "0"), "'0' is not a whole number from 1", exits=2),
+    Case("shards past any id", (*UPLOAD, *ON, "--shards", "1" + "0" * 30), "is not a whole number from 1 up to", exits=2),
+    # Files of the folders given that cannot be read as what they claim (item 10)
+    Case("a link to itself among the images", ("enqueue-build", "--project", "web", "--branch", "main", *ON, "--images", "{looped}"), "loop.png: a link that leads back to itself", exits=1),
+    Case("a link to itself in a Storybook build", (*STORYBOOK, "{looped_storybook}"), "loop.js: a link that leads back to itself", exits=1),
+    Case("an index.json nested past the recursion limit", (*STORYBOOK, "{deep_index}"), "index.json: nested too deep to read", exits=1),
+    Case("a stories.json nested past the recursion limit", (*STORYBOOK, "{deep_stories}"), "stories.json: nested too deep to read", exits=1),
 ]  # fmt: skip
 
 
@@ -192,6 +231,11 @@ def places(database_url: str, empty_database_url: str, tmp_path: Path) -> Places
     work.mkdir()
     images = tmp_path / "images"
     write_png(images / "button.png")
+    looped = tmp_path / "looped"
+    write_png(looped / "button.png")
+    (looped / "loop.png").symlink_to("loop.png")
+    looped_storybook = storybook(tmp_path / "looped-storybook", "index.json", EMPTY_INDEX)
+    (looped_storybook / "loop.js").symlink_to("loop.js")
     return Places(
         database=database_url,
         empty=empty_database_url,
@@ -200,7 +244,23 @@ def places(database_url: str, empty_database_url: str, tmp_path: Path) -> Places
         work=work,
         images=images,
         artifacts=tmp_path / "artifacts",
+        looped=looped,
+        looped_storybook=looped_storybook,
+        deep_index=storybook(tmp_path / "deep-index", "index.json", DEEP_JSON),
+        deep_stories=storybook(tmp_path / "deep-stories", "stories.json", DEEP_JSON),
     )
+
+
+#: An index of a Storybook with no stories: read, and refused later than any file's problem.
+EMPTY_INDEX = '{"v": 5, "entries": {}}'
+
+
+def storybook(folder: Path, index_name: str, index: str) -> Path:
+    """A Storybook static build of an `iframe.html` and the index `index_name` holding `index`."""
+    folder.mkdir()
+    (folder / "iframe.html").write_text("<!doctype html>")
+    (folder / index_name).write_text(index)
+    return folder
 
 
 def without_override() -> None:
@@ -242,7 +302,9 @@ BEFORE_THE_DATABASE = frozenset(
         "unknown option", "shards not a number", "artifacts in a bucket not named",
         "a cache of nothing", "prune keep-days", "stall leaves the lease no room",
         "stall from the environment leaves no room", "lease of 0", "negative lease",
-        "concurrency 0", "concurrency -1", "memory limit of 0",
+        "concurrency 0", "concurrency -1", "memory limit of 0", "build timeout huge",
+        "shards 0", "shards past any id",
+        *(case.id for case in CASES if case.id.startswith("--")),
     }
 )  # fmt: skip
 assert {case.id for case in CASES} >= BEFORE_THE_DATABASE, "a row named that is not there"
@@ -279,6 +341,8 @@ def test_bad_input_is_one_line_and_stores_nothing(
         preexec_fn=without_override,
     )
     assert result.returncode != 0, result.stdout + result.stderr
+    if case.exits is not None:
+        assert result.returncode == case.exits, result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert places.fill(case.says) in result.stderr

@@ -14,6 +14,7 @@ from ipc.storybook_index import (
     IndexEntry,
     IndexProblem,
     parse_index,
+    parse_index_bytes,
     read_index_file,
 )
 
@@ -318,3 +319,12 @@ def test_a_folder_without_an_index_is_not_a_storybook_build(tmp_path: Path) -> N
         str(refused.value)
         == f"{tmp_path}: no index.json or stories.json: not a Storybook static build"
     )
+
+
+@pytest.mark.parametrize("name", ["index.json", "stories.json"])
+def test_an_index_nested_past_the_recursion_limit_is_one_line_on_either_side(name: str) -> None:
+    """The parent's upload and the child's plan both read through `parse_index_bytes`: arrays
+    nested 100,000 deep are an `IndexProblem`, never a RecursionError."""
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+    with pytest.raises(IndexProblem, match=f"^{name}: nested too deep to read"):
+        parse_index_bytes(deep, name)
