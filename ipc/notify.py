@@ -11,16 +11,22 @@ never sees a secret. The receiver's side of the contract:
 * `X-Storyshelf-Delivery`: one id per notification, the same on each retry of it, so a
   receiver that gets it twice (its answer lost) can tell;
 * `X-Storyshelf-Signature: sha256=<hex>` when the webhook has a secret: HMAC-SHA256 of the
-  body's bytes, keyed with the secret (as GitHub's `X-Hub-Signature-256`).
+  body's bytes, keyed with the secret (as GitHub's `X-Hub-Signature-256`);
+* `Authorization: Basic ...` when the URL has a user part (`https://user:pass@host/...`): the
+  user and password, percent-decoded, as HTTP Basic authentication (RFC 7617). The URL the
+  child gets has no user part (`without_credentials`), so the password is in no URL that an
+  error, a log line or a job's record could quote.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
 from importlib import metadata
 from typing import Any, TypedDict
+from urllib.parse import SplitResult, unquote, urlsplit
 
 #: The one event there is: a build ended (its report published, or given up on).
 BODY_EVENT = "build.ended"
@@ -67,14 +73,32 @@ def request_headers(body: bytes, delivery: str, secret: str | None) -> dict[str,
     return headers
 
 
+def without_credentials(url: str) -> tuple[str, str | None]:
+    """`url` without its user part, and the `Authorization` header that carries that part
+    instead (None when the URL has none): `Basic` and base64 of `user:password`, each
+    percent-decoded, in UTF-8."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    pair = f"{unquote(user)}:{unquote(password)}".encode()
+    bare = SplitResult(parts.scheme, host, parts.path, parts.query, parts.fragment).geturl()
+    return bare, f"Basic {base64.b64encode(pair).decode('ascii')}"
+
+
 class NotifyPayload(TypedDict):
     """What the parent sends a `notify` job's child: the request, whole."""
 
+    #: Without a user part: credentials travel in `headers` (`without_credentials`).
     url: str
     body: bytes
     headers: dict[str, str]
     #: How long the webhook may take to accept the connection and to answer.
     timeout_seconds: float
+    #: Whether the project lets its webhooks reach loopback and private addresses
+    #: (`ipc.webhook_target`); link-local and cloud metadata are refused whatever it says.
+    allow_private: bool
 
 
 class NotifyResult(TypedDict):

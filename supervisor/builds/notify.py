@@ -13,7 +13,10 @@ publishes settling at once, and still holds after `prune` has deleted old notify
 How: one job per webhook, so a receiver that is down delays and retries only its own; each
 gets a delivery id when queued, the same on every retry. `prepare` reads the build and the
 webhook as they are when the job runs and makes the request whole (`ipc.notify`); the child
-POSTs it (`child.notify.post`). A notify job belongs to its build (`build_id`), so `cancel`
+POSTs it (`child.notify.post`). The URL's user part, if any, leaves the URL for an HTTP Basic
+`Authorization` header here, so no error or log line of the child can quote the password; the
+project's `webhook_allow_private` goes with it, for the child to judge the addresses the
+webhook's host resolves to (`ipc.webhook_target`). A notify job belongs to its build (`build_id`), so `cancel`
 stops a pending one, but its failure never changes the build.
 
 Job data: `{"build_id": int, "webhook_id": int, "delivery": str}`.
@@ -36,8 +39,10 @@ from ipc.notify import (
     NotifyPayload,
     body_bytes,
     request_headers,
+    without_credentials,
 )
 from supervisor.builds.kinds import Kind, Payload
+from supervisor.builds.projects import load_settings
 from supervisor.builds.reduce import ReduceOutcome
 from supervisor.builds.view import load_build
 from supervisor.builds.webhooks import load_webhook, masked_url
@@ -99,18 +104,23 @@ def accepts(data: Any) -> bool:
 
 def prepare(conn: Connection, job: Job, _store: object) -> Payload:
     """The request to POST: the build's summary as it is now, signed with the webhook's secret
-    if it has one. A build or webhook that is gone fails the job at once (no retry brings
-    it back)."""
+    if it has one, with the URL's credentials as Basic authentication. A build or webhook that
+    is gone fails the job at once (no retry brings it back)."""
     build_id, webhook_id = job.data["build_id"], job.data["webhook_id"]
     hook = load_webhook(conn, webhook_id)
     if hook is None:
         raise PermanentFailure(f"webhook {webhook_id} was removed from the project")
     body = body_bytes(summary(conn, build_id, job.data["delivery"]))
+    url, authorization = without_credentials(hook.url)
+    headers = request_headers(body, job.data["delivery"], hook.secret)
+    if authorization is not None:
+        headers["Authorization"] = authorization
     payload: NotifyPayload = {
-        "url": hook.url,
+        "url": url,
         "body": body,
-        "headers": request_headers(body, job.data["delivery"], hook.secret),
+        "headers": headers,
         "timeout_seconds": TIMEOUT_SECONDS,
+        "allow_private": load_settings(conn, hook.project_id).webhook_allow_private,
     }
     return cast(Payload, payload)
 

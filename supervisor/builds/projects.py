@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "budget_pixels": DEFAULT_BUDGET_PIXELS,
     "flat_threshold": DEFAULT_FLAT_THRESHOLD,
     "unstable_fails": True,
+    "webhook_allow_private": False,
 }
 
 #: What `--flat-threshold` takes to turn the finer pass off (stored as NULL).
@@ -61,6 +62,8 @@ class ProjectSettings:
     flat_threshold: float | None
     #: Whether a change in an unstable snapshot (its shots never settled) fails the gate.
     unstable_fails: bool = True
+    #: Whether its webhooks may reach loopback and private addresses (`ipc.webhook_target`).
+    webhook_allow_private: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class SettingsChange:
     flat_threshold: float | Literal["off"] | None = None
     baseline_branch: str | None = None
     unstable_fails: bool | None = None
+    webhook_allow_private: bool | None = None
 
     def values(self) -> dict[str, Any]:
         """The columns to write: `OFF` is stored as NULL."""
@@ -119,6 +123,7 @@ def load_settings(conn: Connection, project_id: int) -> ProjectSettings:
         budget_pixels=int(row["budget_pixels"]),
         flat_threshold=None if row["flat_threshold"] is None else float(row["flat_threshold"]),
         unstable_fails=bool(row["unstable_fails"]),
+        webhook_allow_private=bool(row["webhook_allow_private"]),
     )
 
 

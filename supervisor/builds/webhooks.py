@@ -4,7 +4,13 @@ They live in the database beside the project's diff settings, so every host anno
 the same way, and `project P --webhook URL` changes them in one place. A URL is kept once per
 project; adding it again changes its secret only when a new one is given, so re-running a CI
 setup script never drops signing by accident. A secret is never shown back: `project P` says
-only whether one is set.
+only whether one is set, and the password of a URL's user part is masked wherever a URL is
+shown or logged (`masked_url`); it is sent as HTTP Basic authentication, never in a URL.
+
+Where a webhook may point is judged by `ipc.webhook_target`: a URL whose host is a link-local or
+cloud-metadata address is refused outright (`check_url`), and one whose host is a loopback or
+private address only when the project allows it (`check_targets`). A URL with a name is judged
+when it is delivered, on the addresses the name resolves to then (`child.notify.post`).
 """
 
 from __future__ import annotations
@@ -13,11 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import urlsplit
 
 import structlog
 from sqlalchemy import Connection, delete, select, update
 
+from ipc.webhook_target import literal_address, reach, refusal
 from supervisor.builds.projects import ProjectError
 from supervisor.db.connection import upsert
 from supervisor.db.tables import webhooks
@@ -34,9 +41,14 @@ class BadWebhookUrl(ValueError):
     """A URL no webhook can be POSTed to (the message says why)."""
 
 
+class RefusedTarget(ProjectError):
+    """A webhook's host is an address the project may not reach (the message says which)."""
+
+
 def check_url(url: str) -> str:
-    """`url` if a build's end can be POSTed there: http or https, with a host, and nothing a
-    request line cannot carry; else `BadWebhookUrl`."""
+    """`url` if a build's end can be POSTed there: http or https, with a host that is not a
+    link-local or cloud-metadata address, and nothing a request line cannot carry; else
+    `BadWebhookUrl`."""
     if len(url) > MAX_URL_CHARS:
         raise BadWebhookUrl(f"it is longer than {MAX_URL_CHARS} characters")
     if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in url):
@@ -50,7 +62,21 @@ def check_url(url: str) -> str:
         parts.port  # noqa: B018 - parsing it is the check
     except ValueError:
         raise BadWebhookUrl("its port is not a number from 0 to 65535") from None
+    address = literal_address(parts.hostname)
+    if address is not None and reach(address)[0] == "never":
+        raise BadWebhookUrl(f"its host {parts.hostname} is {refusal(address, allow_private=True)}")
     return url
+
+
+def check_targets(urls: Sequence[str], allow_private: bool) -> None:
+    """`RefusedTarget` for the first of `urls` whose host is an address the project may not
+    reach (a loopback or private one, unless `allow_private`)."""
+    for url in urls:
+        host = urlsplit(url).hostname or ""
+        address = literal_address(host)
+        why = None if address is None else refusal(address, allow_private)
+        if why is not None:
+            raise RefusedTarget(f"webhook {masked_url(url)}: {host} is {why}")
 
 
 @dataclass(frozen=True)
@@ -74,15 +100,17 @@ class Webhook:
 
 
 def masked_url(url: str) -> str:
-    """`url` with the password of its user part, if any, masked."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    """`url` with the password of its user part, if any, masked. Read as `urlsplit` reads a
+    URL (the authority ends at the first `/`, `?` or `#`; the user part at its last `@`; the
+    password starts at the user part's first `:`), but never raising: a URL refused for being
+    malformed is shown masked too."""
+    scheme, sep, rest = url.partition("://")
+    ends = [index for index in (rest.find(char) for char in "/?#") if index >= 0]
+    end = min(ends, default=len(rest))
+    userinfo, at, host = rest[:end].rpartition("@")
+    if not sep or not at or ":" not in userinfo:
         return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return SplitResult(
-        parts.scheme, f"{user}:{MASK}@{host}", parts.path, parts.query, parts.fragment
-    ).geturl()
+    return f"{scheme}://{userinfo.partition(':')[0]}:{MASK}@{host}{rest[end:]}"
 
 
 @dataclass(frozen=True)

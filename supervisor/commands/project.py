@@ -17,9 +17,11 @@ from supervisor.builds.projects import (
 from supervisor.builds.webhooks import (
     MASK,
     BadWebhookUrl,
+    RefusedTarget,
     Webhook,
     WebhookChange,
     change_webhooks,
+    check_targets,
     check_url,
     masked_url,
 )
@@ -106,6 +108,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--clear-webhooks", action="store_true", help="remove every webhook of the project first"
     )
+    private = parser.add_mutually_exclusive_group()
+    private.add_argument(
+        "--webhook-allow-private",
+        dest="webhook_allow_private",
+        action="store_const",
+        const=True,
+        help="let the webhooks reach loopback and private addresses (127/8, 10/8, 172.16/12, "
+        "192.168/16, fc00::/7...); link-local and cloud metadata never",
+    )
+    private.add_argument(
+        "--no-webhook-allow-private",
+        dest="webhook_allow_private",
+        action="store_const",
+        const=False,
+        help="webhooks reach public addresses only (the default)",
+    )
     parser.add_argument("--json", action="store_true", help="print the settings as JSON")
 
 
@@ -114,7 +132,8 @@ def webhook_url(text: str) -> str:
     try:
         return check_url(text)
     except BadWebhookUrl as error:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a webhook URL: {error}") from None
+        shown = masked_url(text)
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a webhook URL: {error}") from None
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -127,6 +146,7 @@ def execute(args: argparse.Namespace) -> int:
         flat_threshold=args.flat_threshold,
         baseline_branch=args.baseline_branch,
         unstable_fails=args.unstable_fails,
+        webhook_allow_private=args.webhook_allow_private,
     )
     hooks = WebhookChange(
         add=args.webhook,
@@ -138,7 +158,13 @@ def execute(args: argparse.Namespace) -> int:
     try:
         with transaction(engine) as conn:
             settings = change_settings(conn, args.name, change)
+            check_targets(hooks.add, settings.webhook_allow_private)
             webhooks = change_webhooks(conn, settings.id, hooks)
+            if args.webhook_allow_private is False:  # just turned off: those kept are judged
+                check_targets([hook.url for hook in webhooks], allow_private=False)
+    except RefusedTarget as error:
+        print(f"supervisor project: {error}", file=sys.stderr)
+        return 2
     except ProjectError as error:
         print(f"supervisor project: {error}", file=sys.stderr)
         return 1
@@ -162,6 +188,12 @@ def _describe(settings: ProjectSettings, webhooks: list[Webhook]) -> str:
         ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
         ("budget", f"{settings.budget_pixels} pixels"),
         ("unstable", "changes fail the gate" if settings.unstable_fails else "shown, not failing"),
+        (
+            "webhook targets",
+            "public, loopback and private addresses"
+            if settings.webhook_allow_private
+            else "public addresses only",
+        ),
         *(
             ("webhooks" if index == 0 else "", _webhook_line(hook))
             for index, hook in enumerate(webhooks)

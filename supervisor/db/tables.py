@@ -110,6 +110,9 @@ projects = Table(
     # Whether a change in a snapshot whose shots never settled (unstable) makes the build
     # `changed`; false: such changes are shown, and the build passes if nothing else changed.
     Column("unstable_fails", Boolean, nullable=False, server_default=text("true")),
+    # Whether the project's webhooks may reach loopback and private addresses
+    # (`ipc.webhook_target`); link-local and cloud metadata never.
+    Column("webhook_allow_private", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 

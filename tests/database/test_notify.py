@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,17 @@ SECRET = "s3cret"
 
 def add_webhook(database_url: str, url: str, *options: str) -> None:
     assert (
-        run_cli(["project", f"--database-url={database_url}", "web", "--webhook", url, *options])
+        run_cli(
+            [
+                "project",
+                f"--database-url={database_url}",
+                "web",
+                "--webhook",
+                url,
+                "--webhook-allow-private",  # the test's receiver listens on loopback
+                *options,
+            ]
+        )
         == 0
     )
 
@@ -306,3 +317,23 @@ def test_a_large_build_lists_its_first_changed_names_and_counts_them_all(
         runner.run_all()
     body = json.loads(server.received[0].body)
     assert (body["changed"], body["changed_total"]) == (["a", "b"], 4)
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_at_delivery_without_the_option(
+    engine: Engine, database_url: str, tmp_path: Path, runner: SettledRunner
+) -> None:
+    """Configured as a name, judged when delivered on the addresses it resolves to: one
+    failed delivery saying why, not retried, and nothing POSTed."""
+    changed_build(engine, tmp_path / "artifacts", tmp_path)
+    with webhook_server() as server:
+        url = f"http://localhost:{server.server_address[1]}/hooks/storyshelf"
+        assert run_cli(["project", f"--database-url={database_url}", "web", "--webhook", url]) == 0
+        runner.run_all()
+    (job,) = notify_jobs(engine)
+    assert (job["status"], job["attempt"]) == ("failed", 1)
+    assert re.fullmatch(
+        r"webhook refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback "
+        r"address, a webhook target only with --webhook-allow-private",
+        job["error"],
+    )
+    assert server.received == []

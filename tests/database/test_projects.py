@@ -34,6 +34,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "budget_pixels": 0,
         "flat_threshold": DEFAULT_FLAT_THRESHOLD,
         "unstable_fails": True,
+        "webhook_allow_private": False,
         "webhooks": [],
     }
 
@@ -105,6 +106,7 @@ def test_webhooks_are_added_with_their_secret_shown_masked_and_removed(
         "--webhook=https://ci.example.com/hooks/storyshelf",
         "--webhook=http://user:pa55@10.0.0.5:8080/built",
         "--webhook-secret=s3cret",
+        "--webhook-allow-private",
     )
     assert code == 0
     shown = [(hook["id"], hook["url"], hook["secret"]) for hook in settings["webhooks"]]
@@ -172,3 +174,87 @@ def test_a_webhook_change_that_cannot_be_made_changes_nothing(
     _, settings = project(database_url, capsys)
     assert [hook["url"] for hook in settings["webhooks"]] == ["https://kept.example.com/"]
     assert settings["threshold"] == DEFAULT_THRESHOLD
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "what"),
+    [
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            "169.254.169.254",
+            "link-local (cloud metadata)",
+        ),
+        (
+            "http://[::ffff:169.254.169.254]/",
+            "::ffff:169.254.169.254",
+            "link-local (cloud metadata)",
+        ),
+        ("http://[fd00:ec2::254]/", "fd00:ec2::254", "cloud metadata"),
+        ("http://[fe80::1]:8080/hook", "fe80::1", "link-local"),
+        ("http://0xa9fea9fe/", "0xa9fea9fe", "link-local (cloud metadata)"),
+    ],
+)
+def test_a_link_local_or_metadata_target_is_refused_in_one_line_with_or_without_the_option(
+    database_url: str, capsys: pytest.CaptureFixture[str], url: str, host: str, what: str
+) -> None:
+    for options in ([], ["--webhook-allow-private"]):
+        with pytest.raises(SystemExit) as exited:
+            run_cli(
+                ["project", f"--database-url={database_url}", "web", "--webhook", url, *options]
+            )
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == (
+            f"supervisor project: argument --webhook: {url!r} is not a webhook URL: its host "
+            f"{host} is a {what} address, never a webhook target\n"
+        )
+
+
+def test_a_private_target_needs_the_project_option_and_keeps_it_while_one_is_there(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    refused = "a webhook target only with --webhook-allow-private"
+    for url, what in (
+        ("http://10.0.0.5:8080/built", "10.0.0.5 is a private"),
+        ("http://u:hunter2@127.0.0.1/", "127.0.0.1 is a loopback"),
+        ("http://[::1]/", "::1 is a loopback"),
+    ):
+        code, error = project(database_url, capsys, f"--webhook={url}")
+        assert code == 2
+        shown = url.replace("hunter2", "****")
+        said = error.splitlines()[-1]  # after the log's lines
+        assert said == f"supervisor project: webhook {shown}: {what} address, {refused}"
+    _, settings = project(database_url, capsys)
+    assert (settings["webhooks"], settings["webhook_allow_private"]) == ([], False)
+
+    code, settings = project(
+        database_url, capsys, "--webhook-allow-private", "--webhook=http://u:hunter2@10.0.0.5/"
+    )
+    assert code == 0 and settings["webhook_allow_private"] is True
+    assert [hook["url"] for hook in settings["webhooks"]] == ["http://u:****@10.0.0.5/"]
+    # Turned off while a private target is there: refused, and nothing changes.
+    code, error = project(database_url, capsys, "--no-webhook-allow-private")
+    assert code == 2 and "hunter2" not in error
+    assert error.splitlines()[-1].endswith(f"10.0.0.5 is a private address, {refused}")
+    assert project(database_url, capsys)[1]["webhook_allow_private"] is True
+    assert run_cli(["project", f"--database-url={database_url}", "web"]) == 0
+    out = capsys.readouterr().out
+    assert "webhook targets  public, loopback and private addresses" in out
+    assert "hunter2" not in out
+    # A name is judged when it is delivered, on what it resolves to then.
+    code, settings = project(
+        database_url, capsys, "--clear-webhooks", "--no-webhook-allow-private",
+        "--webhook=http://hooks.internal.example/",
+    )  # fmt: skip
+    assert code == 0 and settings["webhook_allow_private"] is False
+
+
+def test_a_refused_url_s_password_is_never_quoted(
+    database_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_cli(
+            ["project", f"--database-url={database_url}", "web",
+             "--webhook", "http://u:hunter2@169.254.169.254:99999/"]
+        )  # fmt: skip
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "u:****@169.254.169.254" in err

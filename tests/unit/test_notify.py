@@ -3,9 +3,11 @@ against a real HTTP server on loopback."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import re
 import socket
 from typing import Any
 
@@ -22,6 +24,7 @@ from ipc.notify import (
     body_bytes,
     request_headers,
     signature,
+    without_credentials,
 )
 from tests.webhook_server import Answer, webhook_server
 
@@ -55,6 +58,7 @@ def payload(url: str, timeout: float = 5.0) -> dict[str, Any]:
         "body": body,
         "headers": request_headers(body, "d-1", "s3cret"),
         "timeout_seconds": timeout,
+        "allow_private": True,  # the test's receiver listens on loopback
     }
     return dict(request)
 
@@ -122,3 +126,98 @@ def test_a_refused_connection_or_a_timeout_is_retried() -> None:
     with webhook_server(Answer(delay_seconds=1.0)) as server, pytest.raises(JobError) as raised:
         post.run(payload(server.url, timeout=0.2), lambda _detail: None)
     assert str(raised.value) == "the webhook did not answer within 0.2 s"
+
+
+def test_credentials_leave_the_url_for_a_basic_authorization_header() -> None:
+    bare, authorization = without_credentials("https://ci%40bot:pa%3As5@hooks.example.com:8443/a?b")
+    assert bare == "https://hooks.example.com:8443/a?b"
+    assert authorization == f"Basic {base64.b64encode(b'ci@bot:pa:s5').decode()}"
+    assert without_credentials("https://token@h.example.com/") == (
+        "https://h.example.com/",
+        f"Basic {base64.b64encode(b'token:').decode()}",
+    )
+    assert without_credentials("https://h.example.com/x") == ("https://h.example.com/x", None)
+
+
+@pytest.mark.parametrize(
+    ("url", "allow_private", "error"),
+    [
+        (
+            "http://169.254.169.254/latest/meta-data/",
+            True,
+            "webhook refused: 169.254.169.254 is a link-local (cloud metadata) address, never a "
+            "webhook target",
+        ),
+        (
+            "http://[::ffff:169.254.169.254]/",
+            True,
+            "webhook refused: ::ffff:169.254.169.254 is a link-local (cloud metadata) address, "
+            "never a webhook target",
+        ),
+        (
+            "http://[fd00:ec2::254]/",
+            True,
+            "webhook refused: fd00:ec2::254 is a cloud metadata address, never a webhook target",
+        ),
+        (
+            "http://127.0.0.1:9/",
+            False,
+            "webhook refused: 127.0.0.1 is a loopback address, a webhook target only with "
+            "--webhook-allow-private",
+        ),
+        (
+            "http://2130706433:9/",
+            False,
+            "webhook refused: 2130706433 is a loopback address, a webhook target only with "
+            "--webhook-allow-private",
+        ),
+        (
+            "http://0.0.0.0:9/",
+            False,
+            "webhook refused: 0.0.0.0 is a this-host address, a webhook target only with "
+            "--webhook-allow-private",
+        ),
+    ],
+)
+def test_a_target_the_project_may_not_reach_fails_at_once_in_one_line(
+    url: str, allow_private: bool, error: str
+) -> None:
+    request = {**payload(url), "allow_private": allow_private}
+    with pytest.raises(PermanentFailure) as raised:
+        post.run(request, lambda _detail: None)
+    assert str(raised.value) == error
+
+
+def test_a_name_that_resolves_to_loopback_is_refused_without_the_option() -> None:
+    with webhook_server() as server:
+        port = server.server_address[1]
+        request = {**payload(f"http://localhost:{port}/hook"), "allow_private": False}
+        with pytest.raises(PermanentFailure) as raised:
+            post.run(request, lambda _detail: None)
+        assert re.fullmatch(
+            r"webhook refused: localhost resolves to (127\.0\.0\.1|::1), which is a loopback "
+            r"address, a webhook target only with --webhook-allow-private",
+            str(raised.value),
+        )
+        assert server.received == []
+        post.run({**request, "allow_private": True}, lambda _detail: None)
+        assert len(server.received) == 1
+
+
+def test_the_post_connects_to_the_addresses_judged_and_never_resolves_the_name_again() -> None:
+    """A name that would answer differently a moment later (DNS rebinding) reaches only what
+    was judged: `.invalid` never resolves, yet the POST arrives, with the URL's Host."""
+    with webhook_server() as server:
+        port = server.server_address[1]
+        target = post.Target(
+            https=False,
+            host="rebound.invalid",
+            port=port,
+            path="/hooks/storyshelf?x=1",
+            addresses=[(socket.AF_INET, ("127.0.0.1", port))],
+        )
+        status, _ = post.deliver(target, b"{}", {"Content-Type": "application/json"}, 5.0)
+    assert status == 200
+    (received,) = server.received
+    assert received.headers["Host"] == f"rebound.invalid:{port}"
+    assert received.path == "/hooks/storyshelf?x=1"
