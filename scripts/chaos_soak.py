@@ -32,6 +32,13 @@ on a machine of its own (a working folder, its `--cache-dir`, its logs), and two
 apply: the object store restarted under the hosts, and one host's cache folder deleted while
 its children read from it. A fault that needs a folder (the reports folder made unwritable)
 is dropped in `s3` mode with one line.
+
+As root, each host runs in a network namespace of its own and reaches PostgreSQL and the bucket
+through a forwarder that adds latency, and the `partition` fault cuts one host off for 10-90 s
+(`scripts.partitions`); two invariants join: no host records a result without holding its job's
+lease (read from triggers in the round's database), and a cut host's `/healthz` says it is
+unhealthy. Without root or namespaces the soak says so in one line and exits 2;
+`--no-partitions` runs every host in the soak's own network.
 """
 
 from __future__ import annotations
@@ -54,19 +61,22 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 import psutil
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, make_url, select, text
 
 from ipc import scratch
 from ipc.artifacts.keys import REPORTS_PREFIX as REPORTS_FOLDER
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactStore
+from scripts.partitions import fencing, latency, namespaces
+from scripts.partitions.health import Watch, ask
+from scripts.partitions.namespaces import Network, NetworkError, Slot
 from supervisor.builds.cancel import cancel_build
 from supervisor.builds.crash_failure import crash_error
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
@@ -79,7 +89,12 @@ from supervisor.db.connection import DatabaseUnavailable, connect, transaction
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import builds, capture_shards, jobs, snapshots
 from supervisor.logs import configure as configure_logging
-from tests.object_store_server import ObjectStoreNotFound, TemporaryObjectStore, find_weed
+from tests.object_store_server import (
+    ObjectStoreNotFound,
+    TemporaryObjectStore,
+    find_weed,
+    free_ports,
+)
 from tests.postgres_server import TemporaryPostgres
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -419,6 +434,13 @@ class HostRun:
     clock: ClockShift | None
     #: The machine it runs on (`--store s3`); None when the hosts share one folder.
     machine: Machine | None = None
+    #: The network namespace it runs in; None when the hosts share the soak's network.
+    slot: Slot | None = None
+    #: The name its database connections carry (`application_name`), which the round's
+    #: triggers record with every write (`scripts.partitions.fencing`).
+    name: str = ""
+    #: Where its `/healthz` answers, on its own loopback; None: not served.
+    metrics_port: int | None = None
     ended_by: EndedBy | None = None
     exit_code: int | None = None
     #: Its signal handlers were set when the soak sent SIGTERM (else the default action kills it).
@@ -484,28 +506,62 @@ class HostRun:
         return (self.cpu_last[1] - self.cpu_first[1]) / seconds, seconds
 
 
+#: The name the soak's own connections (and the calm hosts') carry.
+SOAK_NAME = "storyshelf-chaos"
+#: `/healthz` of the n-th host of a round listens on this port plus n, in its own namespace (a
+#: host and the one replacing it overlap while the first drains).
+METRICS_PORT = 9400
+#: One way, between a host and the services (`scripts.partitions.latency`).
+LATENCY_MS = 2.0
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a host runs: its machine (`--store s3`), its network namespace and the names it
+    goes by. Without a slot it shares the soak's network and reaches the services directly."""
+
+    machine: Machine | None = None
+    slot: Slot | None = None
+    name: str = SOAK_NAME
+    metrics_port: int | None = None
+
+
 def start_host(
     url: str,
     site: Site,
     options: list[str],
     clock: ClockShift | None = None,
-    machine: Machine | None = None,
+    placement: Placement = Placement(),
+    routes: Routes | None = None,
 ) -> HostRun:
-    """A host on `site`: in the soak's folder with the shared logs, or on `machine`, in its
-    working folder with its own cache and logs. (The bucket's endpoint and credentials are in
-    the soak's environment, which every host inherits.)"""
+    """A host on `site`: in the soak's folder with the shared logs, or on its machine, in its
+    working folder with its own cache and logs. (The bucket's credentials are in the soak's
+    environment, which every host inherits.) In a slot of the soak's network, it reaches
+    PostgreSQL and the bucket through `routes`, the latency forwarder."""
+    machine, slot = placement.machine, placement.slot
     logs = machine.logs if machine is not None else site.logs
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"host-{time.monotonic_ns()}.log"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_LOG_LEVEL": "info"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "STORYSHELF_LOG_LEVEL": "info",
+        "PGAPPNAME": placement.name,
+    }
     if clock is not None:
         env |= clock.environment()
+    if slot is not None and routes is not None:
+        url = routes.database_url(url, slot)
+        if routes.store_port is not None:
+            env["STORYSHELF_S3_ENDPOINT"] = f"http://{slot.services_address}:{routes.store_port}"
     command = [
         sys.executable, "-m", "supervisor", "run",
         "--database-url", url, "--artifacts", site.location, *options,
     ]  # fmt: skip
     if machine is not None:
         command += ["--cache-dir", str(machine.cache)]
+    if placement.metrics_port is not None:
+        command += ["--metrics-address", f"127.0.0.1:{placement.metrics_port}"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command,
@@ -513,15 +569,65 @@ def start_host(
             stderr=subprocess.STDOUT,
             env=env,
             cwd=machine.folder if machine is not None else ROOT,
-            preexec_fn=_no_core_dumps,
+            preexec_fn=_no_core_dumps if slot is None else lambda: _in_slot(slot),
         )
-    return HostRun(process, log_path, clock, machine)
+    return HostRun(process, log_path, clock, machine, slot, placement.name, placement.metrics_port)
+
+
+def _in_slot(slot: Slot) -> None:
+    """A host's process, between fork and exec: no core dumps, and its slot's network."""
+    _no_core_dumps()
+    namespaces.enter(slot.namespace)
+
+
+@dataclass(frozen=True)
+class Routes:
+    """How hosts in slots reach the services: the latency forwarder's ports, on each slot's
+    services address, for PostgreSQL and (with a bucket) the object store."""
+
+    network: Network
+    database_port: int
+    store_port: int | None
+    process: subprocess.Popen[bytes]
+
+    def database_url(self, url: str, slot: Slot) -> str:
+        """`url` (the soak's own, on 127.0.0.1) as a host in `slot` reaches it."""
+        parsed = make_url(url)
+        return parsed.set(host=slot.services_address, port=self.database_port).render_as_string(
+            hide_password=False
+        )
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def start_routes(
+    network: Network, server: TemporaryPostgres, object_store: TemporaryObjectStore | None
+) -> Routes:
+    """The latency forwarder in the services' namespace (where the soak runs), on free ports."""
+    database_port, store_port = free_ports(2)
+    routes = [f"{database_port}=127.0.0.1:{server.port}"]
+    if object_store is not None:
+        routes.append(f"{store_port}=127.0.0.1:{object_store.ports.s3}")
+    process = subprocess.Popen(
+        [sys.executable, "-m", latency.__name__, "--delay-ms", str(LATENCY_MS),
+         *routes],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )  # fmt: skip
+    assert process.stdout is not None
+    if process.stdout.readline().strip() != b"forwarding":
+        process.kill()
+        raise NetworkError(f"the latency forwarder did not start (exit {process.wait()})")
+    return Routes(network, database_port, store_port if object_store is not None else None, process)
 
 
 def run_to_end(url: str, site: Site, options: list[str]) -> None:
-    """One calm `--drain` host (on the site's first machine, if it has machines) until the
-    queue is empty."""
-    host = start_host(url, site, [*options, "--drain"], machine=site.machine(0))
+    """One calm `--drain` host (on the site's first machine, if it has machines, beside the
+    services) until the queue is empty."""
+    host = start_host(url, site, [*options, "--drain"], placement=Placement(site.machine(0)))
     code = host.process.wait(timeout=1800)
     if code != 0:
         raise RuntimeError(f"calm host exited {code}; see {host.log_path}")
@@ -655,6 +761,7 @@ FaultType = Literal[
     "postgres restart",
     "object store restarted",
     "cache deleted",
+    "partition",
     "cancel",
 ]
 FAULT_WEIGHTS: dict[FaultType, int] = {
@@ -671,6 +778,7 @@ FAULT_WEIGHTS: dict[FaultType, int] = {
     "postgres restart": 1,
     "object store restarted": 1,
     "cache deleted": 2,
+    "partition": 1,
     "cancel": 1,
 }
 #: Faults that last a whole round rather than a moment: one host of each round (and whichever
@@ -682,6 +790,8 @@ ALL_FAULTS: tuple[FaultName, ...] = (*get_args(FaultType), *get_args(RoundFault)
 #: folder (`--store folder` only: a bucket has no reports folder to put a file in place of).
 BUCKET_FAULTS: frozenset[FaultName] = frozenset({"object store restarted", "cache deleted"})
 FOLDER_FAULTS: frozenset[FaultName] = frozenset({"reports unwritable"})
+#: Faults that need the hosts in network namespaces of their own (root; not `--no-partitions`).
+NETWORK_FAULTS: frozenset[FaultName] = frozenset({"partition"})
 #: The crash cause a host records for each child fault (see `supervisor.host.deaths`).
 CRASH_FAULTS: dict[str, FaultType] = {
     "SIGKILL (likely out of memory)": "child SIGKILL",
@@ -689,7 +799,7 @@ CRASH_FAULTS: dict[str, FaultType] = {
 }
 HUNG_CAUSE = re.compile(r"hung \(no progress for [\d.]+ s\)")
 #: Faults after which a job's lease may run out: its host or child stopped renewing it.
-LEASE_FAULTS = frozenset({"host SIGKILL", "child SIGSTOP", "postgres restart"})
+LEASE_FAULTS = frozenset({"host SIGKILL", "child SIGSTOP", "postgres restart", "partition"})
 #: At most this share of the builds is cancelled (the rest are compared with the calm run).
 CANCEL_SHARE = 0.15
 #: Seconds between faults: a draw from this range after each one.
@@ -699,6 +809,16 @@ FAULT_GAP_SECONDS = (0.3, 2.0)
 MISS_GAP_SECONDS = 0.2
 #: How long a fault that lasts (forks refused, reports unwritable) holds: a draw from this range.
 OUTAGE_SECONDS = (2.0, 6.0)
+#: How long a host is cut from the services: from a few of its leases (10 s in the soak) to
+#: many, so that other hosts take its jobs while its children still work on them.
+PARTITION_SECONDS = (10.0, 90.0)
+#: How often a cut host's `/healthz` is asked.
+HEALTH_POLL_SECONDS = 1.0
+#: How soon a cut host must say it is unhealthy: a statement in flight notices when the
+#: host's connection gives up unacknowledged data (`tcp_user_timeout`, 15 s), a new connection
+#: within its connect timeout (5 s); plus a few loop turns and back-offs. Shorter cuts may end
+#: before the host could know, and are not judged.
+HEALTH_BOUND_SECONDS = 25.0
 #: How long a host may take to exit after the final SIGTERM (its drain is 10 s).
 STOP_TIMEOUT_SECONDS = 60.0
 #: A round is started only with this much of `--minutes` left: one with no time for faults
@@ -728,6 +848,26 @@ class Outage:
     restore: Callable[[], str]
 
 
+@dataclass
+class Cut:
+    """A host cut from the services: when (the soak's clock, and the database's for the
+    triggers' records), for how long, and what its `/healthz` said meanwhile."""
+
+    host: HostRun
+    began: float
+    since: datetime
+    watch: Watch
+    ended: float | None = None
+    polled: float = -math.inf
+    #: The host was still running when the cut ended (a host that died meanwhile is not
+    #: judged by what its `/healthz` said).
+    survived: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return (self.ended if self.ended is not None else time.monotonic()) - self.began
+
+
 def fork_server_of(host_pid: int) -> int | None:
     """The pid of the host's fork server: the host's direct child still in the host's process
     group. Job children are direct children too (the host is their subreaper), but each calls
@@ -741,6 +881,15 @@ def fork_server_of(host_pid: int) -> int | None:
                 if child.status() != psutil.STATUS_ZOMBIE and os.getpgid(child.pid) == group:
                     candidates.append((child.create_time(), child.pid))
     return min(candidates)[1] if candidates else None
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie takes signals without a word, and its host's rows in the
+    database may still name it (a host cut off cannot write that it reaped it)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def process_tree(pid: int) -> list[int]:
@@ -910,6 +1059,9 @@ class SoakSettings:
     #: The clock shift stops the shifted host's timed waits (`shift_stops_timed_waits`): its
     #: children's hangs are the tool's, not judged.
     shift_stops_waits: bool = False
+    #: How hosts in network namespaces reach the services; None: they share the soak's
+    #: network (`--no-partitions`).
+    routes: Routes | None = None
 
     def site(self, folder: Path) -> Site:
         """Where the run kept under `folder` keeps its artifacts and runs its hosts."""
@@ -929,6 +1081,13 @@ class RoundReport:
     store_retries: int | None = None
     #: Children the shifted host killed as hung while it could not beat (not judged).
     unjudged_hangs: int = 0
+    #: The partitions: how long each lasted, the leases other hosts took from cut hosts, the
+    #: results the triggers saw written (each checked against its writer's lease), and how
+    #: soon each judged cut host said it was unhealthy.
+    cut_seconds: list[float] = field(default_factory=list)
+    leases_taken: int = 0
+    writes_checked: int = 0
+    unhealthy_after: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -962,6 +1121,9 @@ class Round:
     view_errors: list[str] = field(default_factory=list)
     #: What the round could not clean up.
     leftovers: list[str] = field(default_factory=list)
+    #: The partitions so far, and how many hosts the round has started (each a name of its own).
+    cuts: list[Cut] = field(default_factory=list)
+    started_hosts: int = 0
 
     def __post_init__(self) -> None:
         self.engine = connect(self.url)
@@ -971,16 +1133,40 @@ class Round:
     def live_hosts(self) -> list[HostRun]:
         return [host for host in self.hosts if host.ended_by is None]
 
-    def add_host(self, clock: ClockShift | None = None, machine: Machine | None = None) -> None:
-        host = start_host(self.url, self.site, self.settings.host_options, clock, machine)
+    def reachable_hosts(self) -> list[HostRun]:
+        """The live hosts not cut off: a host killed or stopped while cut would be replaced by
+        one that cannot reach its database to start."""
+        routes = self.settings.routes
+        return [
+            host
+            for host in self.live_hosts()
+            if routes is None or host.slot is None or not routes.network.is_cut(host.slot)
+        ]
+
+    def add_host(
+        self,
+        clock: ClockShift | None = None,
+        machine: Machine | None = None,
+        slot: Slot | None = None,
+    ) -> None:
+        self.started_hosts += 1
+        placement = Placement(
+            machine,
+            slot,
+            f"{SOAK_NAME}-{self.number}-{self.started_hosts}",
+            METRICS_PORT + self.started_hosts if slot is not None else None,
+        )
+        host = start_host(
+            self.url, self.site, self.settings.host_options, clock, placement, self.settings.routes
+        )
         self.hosts.append(host)
         if clock is not None:
             print(f"  host {host.pid} runs with its clock shifted {clock.seconds:+d} s", flush=True)
 
     def replace(self, host: HostRun) -> None:
-        """A host in place of `host`, on the same clock and machine: the round keeps one
-        shifted host, and each machine one host."""
-        self.add_host(host.clock, host.machine)
+        """A host in place of `host`, on the same clock, machine and network slot: the round
+        keeps one shifted host, and each machine one host."""
+        self.add_host(host.clock, host.machine, host.slot)
 
     def watch(self) -> None:
         """Note the hosts' descendants, CPU time and exit codes; a host that died unasked is
@@ -1027,6 +1213,7 @@ class Round:
         while time.monotonic() < deadline and self.open_jobs():
             self.watch()
             self.end_outages(time.monotonic())
+            self.ask_cut_hosts()
             if chosen and time.monotonic() >= next_at:
                 fault: FaultType = self.schedule.choices(list(chosen), list(chosen.values()))[0]
                 hold = self.schedule.uniform(*OUTAGE_SECONDS)
@@ -1071,6 +1258,8 @@ class Round:
             return self.restart_object_store()
         if fault == "cache deleted":
             return self.delete_cache()
+        if fault == "partition":
+            return self.partition()
         return self.cancel_a_build()
 
     def running_jobs(self, **where: Any) -> list[int]:
@@ -1097,6 +1286,8 @@ class Round:
         if not busy:
             return None
         pid = self.targets.choice(busy)
+        if not alive(pid):
+            return None  # dead, its host not yet able to say so (a cut host's rows lag)
         try:
             os.kill(pid, signal.SIGSTOP)
         except ProcessLookupError:
@@ -1142,7 +1333,7 @@ class Round:
         return None
 
     def pick_host(self) -> HostRun | None:
-        live = self.live_hosts()
+        live = self.reachable_hosts()
         return self.targets.choice(live) if live else None
 
     def signal_fork_server(self, sig: signal.Signals) -> Hit | None:
@@ -1248,6 +1439,55 @@ class Round:
         files = remove_folder(host.machine.cache)
         return f"cache of host {host.pid} ({files} files)", held
 
+    def partition(self) -> Hit | None:
+        """Cut a host whose children hold jobs from PostgreSQL and the bucket for 10-90 s (one
+        host at a time): its leases run out and other hosts take its jobs while its children
+        still work on them; let back, it must record none of them. Its `/healthz` is asked
+        meanwhile (`ask_cut_hosts`)."""
+        routes = self.settings.routes
+        if routes is None or routes.network.cut_slots:
+            return None
+        holding = [
+            (host, held)
+            for host in self.reachable_hosts()
+            if host.slot is not None and host.started and (held := self.jobs_held_by(host))
+        ]
+        if not holding:
+            return None
+        host, held = self.targets.choice(holding)
+        slot, port = host.slot, host.metrics_port
+        assert slot is not None and port is not None
+        hold = self.schedule.uniform(*PARTITION_SECONDS)
+        since = retrying(
+            self.engine, lambda conn: conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+        )
+        routes.network.cut(slot)
+        cut = Cut(host, time.monotonic(), since, Watch(host.pid, port))
+        self.cuts.append(cut)
+
+        def restore() -> str:
+            routes.network.heal(slot)
+            cut.ended = time.monotonic()
+            cut.survived = host.ended_by is None and host.process.poll() is None
+            return f"host {host.pid} let back after {cut.seconds:.1f} s"
+
+        self.outages.append(Outage(f"host {host.pid} cut off", cut.began + hold, restore))
+        return f"host {host.pid} cut from the services for {hold:.1f} s", held
+
+    def ask_cut_hosts(self) -> None:
+        """Ask each cut host's `/healthz` about once a second, from its own namespace."""
+        routes = self.settings.routes
+        now = time.monotonic()
+        for cut in self.cuts:
+            if cut.ended is not None or now - cut.polled < HEALTH_POLL_SECONDS:
+                continue
+            cut.polled = now
+            slot = cut.host.slot
+            assert routes is not None and slot is not None
+            cut.watch.answers.append(
+                ask(slot.namespace, routes.network.services, cut.watch.port, now - cut.began)
+            )
+
     def end_outages(self, now: float) -> None:
         """Give back what the outages due by `now` took away."""
         for outage in [outage for outage in self.outages if outage.ends_at <= now]:
@@ -1273,7 +1513,7 @@ class Round:
         return f"host {host.pid}", held
 
     def stop_host(self) -> Hit | None:
-        started = [host for host in self.live_hosts() if host.started]
+        started = [host for host in self.reachable_hosts() if host.started]
         if not started:
             return None
         host = self.targets.choice(started)
@@ -1382,6 +1622,8 @@ class Evidence:
     reports_missing: list[str]
     #: Each build's commit, by its id.
     commits: dict[int, str] = field(default_factory=dict)
+    #: What the round's triggers logged: every lease change and result write.
+    ledger: fencing.Ledger = field(default_factory=lambda: fencing.Ledger([], []))
 
 
 FINISHED_BUILD_STATES = ("passed", "changed", "failed", "cancelled")
@@ -1465,6 +1707,7 @@ def gather(soak_round: Round, calm: dict[str, BuildResult]) -> Evidence:
         )
 
     evidence = retrying(soak_round.engine, read)
+    evidence.ledger = retrying(soak_round.engine, fencing.read)
     finished = retrying(
         soak_round.engine,
         lambda conn: sorted(
@@ -1686,6 +1929,44 @@ def nothing_left_behind(evidence: Evidence) -> list[str]:
     return broken + evidence.round.leftovers
 
 
+def nothing_recorded_without_a_lease(evidence: Evidence) -> list[str]:
+    """DESIGN section 3's fence, read from the database's own log of the round: every result
+    a host wrote was written under a lease it held (`fencing.unfenced_writes`), and none by a
+    cut host for a job another host took from it after the cut."""
+    names = {host.name: host.pid for host in evidence.round.hosts}
+    broken = fencing.unfenced_writes(evidence.ledger, names, SOAK_NAME)
+    for cut in evidence.round.cuts:
+        host = cut.host
+        broken += fencing.written_after_taken(evidence.ledger, host.pid, host.name, cut.since)
+    return broken
+
+
+def judged_cuts(soak_round: Round) -> list[Cut]:
+    """The cuts long enough for the host to notice (`HEALTH_BOUND_SECONDS`), whose host lived
+    through them."""
+    return [
+        cut
+        for cut in soak_round.cuts
+        if cut.ended is not None and cut.survived and cut.seconds >= HEALTH_BOUND_SECONDS
+    ]
+
+
+def cut_hosts_say_unhealthy(evidence: Evidence) -> list[str]:
+    """A host that cannot reach its database cannot work, and its `/healthz` must say so (503
+    `unhealthy`) within `HEALTH_BOUND_SECONDS` of the cut."""
+    broken = []
+    for cut in judged_cuts(evidence.round):
+        first = cut.watch.first_unhealthy()
+        if first is not None and first <= HEALTH_BOUND_SECONDS:
+            continue
+        said = "never said unhealthy" if first is None else f"said unhealthy after {first:.0f} s"
+        answers = ", ".join(
+            f"{a.at:.0f} s: {a.status or 'no answer'} {a.state}" for a in cut.watch.answers[-6:]
+        )
+        broken.append(f"host {cut.host.pid}, cut for {cut.seconds:.0f} s: {said} ({answers})")
+    return broken
+
+
 def exit_status(code: int) -> str:
     return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
 
@@ -1822,6 +2103,10 @@ INVARIANTS: dict[str, Check] = {
     ),
     "a host with a shifted clock does not spin": shifted_clock_changes_nothing,
     "no scratch, no orphan, no pids group left": nothing_left_behind,
+    "a host records nothing without its lease, none after a cut took it": (
+        nothing_recorded_without_a_lease
+    ),
+    "a cut-off host's /healthz says unhealthy": cut_hosts_say_unhealthy,
 }
 
 
@@ -1871,6 +2156,9 @@ def run_round(
 ) -> RoundReport:
     started = time.monotonic()
     url = create_database(server, f"chaos_{number}")
+    engine = connect(url)
+    retrying(engine, fencing.install)
+    engine.dispose()
     site = settings.site(settings.work / f"round-{number}")
     prepare(url, site, workload, settings.host_options)
     clock = None
@@ -1891,8 +2179,10 @@ def run_round(
         object_store=object_store,
     )
     try:
+        slots = settings.routes.network.slots if settings.routes is not None else ()
         for index in range(settings.hosts):
-            soak_round.add_host(clock if index == 0 else None, site.machine(index))
+            slot = slots[index] if slots else None
+            soak_round.add_host(clock if index == 0 else None, site.machine(index), slot)
         soak_round.inject(deadline)
         soak_round.finish()
     except BaseException:
@@ -1911,6 +2201,17 @@ def run_round(
         broken,
         store_retries(evidence) if settings.bucket is not None else None,
         len(unjudged_hangs(evidence)),
+        [round(cut.seconds, 1) for cut in soak_round.cuts],
+        sum(
+            len(fencing.taken_from(evidence.ledger, cut.host.pid, cut.host.name, cut.since))
+            for cut in soak_round.cuts
+        ),
+        sum(1 for write in evidence.ledger.writes if write.writer != SOAK_NAME),
+        [
+            first
+            for cut in judged_cuts(soak_round)
+            if (first := cut.watch.first_unhealthy()) is not None
+        ],
     )
 
 
@@ -1945,6 +2246,20 @@ def summarize(reports: list[RoundReport], seconds: float) -> str:
     if any(report.store_retries is not None for report in reports):
         retried = sum(report.store_retries or 0 for report in reports)
         lines.append(f"attempts ended by the object store not answering: {retried}")
+    cuts = [seconds for report in reports for seconds in report.cut_seconds]
+    if cuts:
+        unhealthy = [after for report in reports for after in report.unhealthy_after]
+        lines.append(
+            f"partitions: {len(cuts)}, {sum(cuts):.0f} s cut off in all (the longest "
+            f"{max(cuts):.0f} s); leases taken from cut hosts: "
+            f"{sum(r.leases_taken for r in reports)}; result writes checked against their "
+            f"writer's lease: {sum(r.writes_checked for r in reports)}"
+        )
+        if unhealthy:
+            lines.append(
+                f"/healthz unhealthy {min(unhealthy):.0f}-{max(unhealthy):.0f} s into the "
+                f"{len(unhealthy)} cut(s) of at least {HEALTH_BOUND_SECONDS:.0f} s"
+            )
     if unjudged := sum(report.unjudged_hangs for report in reports):
         lines.append(f"hangs on the shifted host not judged (its timed waits stopped): {unjudged}")
     lines += ["invariants:"]
@@ -1988,6 +2303,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"{', '.join(sorted(BUCKET_FAULTS))} need --store s3, "
         f"{', '.join(sorted(FOLDER_FAULTS))} a folder): " + ", ".join(ALL_FAULTS),
     )
+    parser.add_argument(
+        "--no-partitions",
+        action="store_true",
+        help="run the hosts in the soak's own network, without latency or partitions (which "
+        "need root: each host in a network namespace of its own)",
+    )
     return parser.parse_args(argv)
 
 
@@ -1999,24 +2320,29 @@ def fault_names(value: str) -> frozenset[FaultName]:
     return frozenset(name for name in ALL_FAULTS if name in names)
 
 
-def wanted_faults(store: StoreKind, asked: frozenset[FaultName] | None) -> frozenset[FaultName]:
+def wanted_faults(
+    store: StoreKind, asked: frozenset[FaultName] | None, partitions: bool = True
+) -> frozenset[FaultName]:
     """The faults `--faults` asked for; by default every fault, but for a folder not the
-    bucket's (which it could not inject). A bucket's default keeps the folder's, which
-    `available_faults` then drops with the line it gives every fault that cannot be injected."""
+    bucket's (which it could not inject), and none of the network's with `--no-partitions`. A
+    bucket's default keeps the folder's, which `available_faults` then drops with the line it
+    gives every fault that cannot be injected."""
     if asked is not None:
         return asked
-    if store == "folder":
-        return frozenset(ALL_FAULTS) - BUCKET_FAULTS
-    return frozenset(ALL_FAULTS)
+    wanted = frozenset(ALL_FAULTS) if partitions else frozenset(ALL_FAULTS) - NETWORK_FAULTS
+    return wanted - BUCKET_FAULTS if store == "folder" else wanted
 
 
 def available_faults(
-    wanted: frozenset[FaultName], store: StoreKind = "folder"
+    wanted: frozenset[FaultName], store: StoreKind = "folder", partitions_off: bool = False
 ) -> tuple[frozenset[FaultName], int]:
     """`wanted` less the faults this machine, or this store, cannot inject, each dropped with
     one line; and a non-zero status if a dropped one is required (libfaketime under CI=true)."""
     faults = set(wanted)
     unfit = FOLDER_FAULTS if store == "s3" else BUCKET_FAULTS
+    if partitions_off and faults & NETWORK_FAULTS:
+        print("partition: skipped (--no-partitions: the hosts share the soak's network)")
+        faults -= NETWORK_FAULTS
     for fault in sorted(faults & unfit):
         where = "the artifacts are in a bucket" if store == "s3" else "there is no bucket"
         print(f"{fault}: skipped ({where}: --store {store})")
@@ -2032,6 +2358,29 @@ def available_faults(
         print(f"shifted clock: skipped, every host on the real clock: {missing}")
         faults.discard("shifted clock")
     return frozenset(faults), 0
+
+
+#: The exit status of a soak that was to partition its hosts on a machine that cannot.
+NO_NAMESPACES = 2
+
+
+def build_network(network: Network, cleanup: contextlib.ExitStack) -> None:
+    """Make the soak's namespaces (removing those a killed soak left) and move the soak into
+    the services' one, before any server starts there; removed when `cleanup` closes."""
+    for stale in namespaces.remove_stale():
+        print(f"removed network namespace {stale}, left by a soak that is gone")
+    cleanup.callback(_remove_network, network)
+    network.build()
+    print(
+        f"network: {len(network.slots)} host namespaces behind {network.services}, "
+        f"{LATENCY_MS:g} ms each way; cuts by {network.method}",
+        flush=True,
+    )
+
+
+def _remove_network(network: Network) -> None:
+    for problem in network.remove():
+        print(f"network namespace not removed: {problem}", file=sys.stderr)
 
 
 def start_object_store() -> TemporaryObjectStore:
@@ -2076,9 +2425,24 @@ def main(argv: list[str] | None = None) -> int:
         "--poll-seconds", "0.5",
         "--drain-seconds", "10",
     ]  # fmt: skip
-    faults, status = available_faults(wanted_faults(args.store, args.faults), args.store)
+    faults, status = available_faults(
+        wanted_faults(args.store, args.faults, not args.no_partitions),
+        args.store,
+        args.no_partitions,
+    )
     if status:
         return status
+    network = None
+    if not args.no_partitions:
+        why = namespaces.unavailable(os.geteuid())
+        if why is not None:
+            print(
+                f"scripts/chaos: {why}; the hosts' partitions need it "
+                "(--no-partitions runs the soak without them)",
+                file=sys.stderr,
+            )
+            return NO_NAMESPACES
+        network = Network(args.hosts, namespaces.cut_method(), os.getpid())
     if args.store == "s3":
         try:
             find_weed()
@@ -2116,13 +2480,20 @@ def main(argv: list[str] | None = None) -> int:
         shards=args.shards,
         seed=args.seed,
     )
+    os.environ["PGAPPNAME"] = SOAK_NAME
     with contextlib.ExitStack() as servers:
+        if network is not None:
+            build_network(network, servers)
         server = TemporaryPostgres().start()
         servers.callback(server.stop)
         object_store = None
         if settings.bucket is not None:
             object_store = start_object_store()
             servers.callback(object_store.stop)
+        if network is not None:
+            routes = start_routes(network, server, object_store)
+            servers.callback(routes.stop)
+            settings = replace(settings, routes=routes)
         reports = run_rounds(server, object_store, workload, settings, args.minutes, began)
     print(summarize(reports, time.monotonic() - began), flush=True)
     broken = sorted({name for report in reports for name in report.broken})

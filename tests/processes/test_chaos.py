@@ -1,5 +1,6 @@
 """A short chaos soak in CI: hosts, fork servers, children and PostgreSQL killed at random, forks
-refused, the reports folder unwritable, a host's clock shifted; invariants held.
+refused, the reports folder unwritable, a host's clock shifted, a host cut off the network (as
+root: each host in a network namespace of its own); invariants held.
 
 The soak itself is `scripts/chaos` (see `scripts/chaos_soak.py`); this runs it small (8 builds of
 24 snapshots in 2 shards, half a minute of faults, about a minute and a half in all) with every fault, so that
