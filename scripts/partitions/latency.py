@@ -105,6 +105,10 @@ async def serve(routes: dict[int, tuple[str, int]], delay: float) -> None:
     parent is gone."""
     parent = os.getppid()
     servers = []
+    # Python 3.11's streams hold a connection's task and reader only weakly: a connection idle
+    # both ways (a host's pooled database connection) would be collected, its socket left
+    # open and unread, and the host's next statement would wait forever. Held here until done.
+    connections: set[asyncio.Task[None]] = set()
     for port, target in routes.items():
 
         async def handle(
@@ -112,7 +116,13 @@ async def serve(routes: dict[int, tuple[str, int]], delay: float) -> None:
             writer: asyncio.StreamWriter,
             target: tuple[str, int] = target,
         ) -> None:
-            await forward(reader, writer, target, delay)
+            task = asyncio.current_task()
+            assert task is not None
+            connections.add(task)
+            try:
+                await forward(reader, writer, target, delay)
+            finally:
+                connections.discard(task)
 
         servers.append(await asyncio.start_server(handle, "0.0.0.0", port, reuse_address=True))
     print("forwarding", flush=True)  # the soak waits for this line
