@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -58,10 +58,13 @@ class HostProcess:
         *options: str,
         plugins: str = "tests.kinds",
         workdir: Path | None = None,
+        wrapper: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         """A host on `artifacts` (a folder, or a bucket's `s3://` location), its log and its
         cache in `workdir` (by default the artifacts folder's parent): one of its own, as a
-        host on its own machine has."""
+        host on its own machine has. `wrapper` runs it (`setpriv ...`), with `environment`
+        over this process's."""
         workdir = workdir or Path(artifacts).parent
         started = time.monotonic_ns()
         self.log_path = workdir / f"host-{started}.log"
@@ -70,9 +73,10 @@ class HostProcess:
             "STORYSHELF_PLUGINS": plugins,
             "PYTHONPATH": str(ROOT),
             "STORYSHELF_LOG_LEVEL": "debug",
+            **(environment or {}),
         }
         command = [
-            sys.executable, "-m", "supervisor", "run",
+            *wrapper, sys.executable, "-m", "supervisor", "run",
             "--database-url", database_url, "--artifacts", str(artifacts),
             "--cache-dir", str(workdir / f"cache-{started}"), *options,
         ]  # fmt: skip
@@ -136,8 +140,21 @@ def hosts(
     """A factory of hosts that are all killed at the end of the test."""
     started: list[HostProcess] = []
 
-    def start(*options: str, plugins: str = "tests.kinds") -> HostProcess:
-        host = HostProcess(database_url, artifacts, *options, plugins=plugins, workdir=workdir)
+    def start(
+        *options: str,
+        plugins: str = "tests.kinds",
+        wrapper: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+    ) -> HostProcess:
+        host = HostProcess(
+            database_url,
+            artifacts,
+            *options,
+            plugins=plugins,
+            workdir=workdir,
+            wrapper=wrapper,
+            environment=environment,
+        )
         started.append(host)
         return host
 

@@ -40,6 +40,14 @@
     unchanged: false,
     error: null,
   });
+  // The element Storybook renders every story into, as the page's markup gives it (Storybook 7
+  // and later: #storybook-root; 6.5: #root). A story that removes it leaves a page on which every
+  // later story fails: the child then opens a fresh one (`whole`).
+  let rootId = null;
+  document.addEventListener('DOMContentLoaded', () => {
+    rootId = ['storybook-root', 'root'].find((id) => document.getElementById(id)) || null;
+  });
+
   const initialId = new URLSearchParams(location.search).get('id');
   let story = fresh(initialId);
 
@@ -260,7 +268,13 @@
           }
         }
       }
-      return { boxes: [...boxes.values()], bad };
+      // With whether the page is whole: asked after every story, in the same call.
+      return { boxes: [...boxes.values()], bad, whole: agent.whole() };
+    },
+
+    // Whether the page can show another story: the root its markup gave is still there.
+    whole() {
+      return rootId === null || document.getElementById(rootId) !== null;
     },
 
     // The story root's box in page coordinates, whole pixels around it; null without a root.

@@ -9,13 +9,20 @@ done by the CPU with Skia's baseline code path (its runtime-chosen SIMD paths di
 and Debian's wrapper turns GPU rasterisation on in `/etc/chromium.d`), and the device scale
 factor is fixed. Field trials are off so that two hosts never run different feature sets.
 
-The host resolver resolves no name and only 127.0.0.1 is excluded: the page reaches the build's
-loopback server and nothing else, even through a request the interception does not see (a
-WebSocket). The interception (`child.browser.site`) logs and aborts the rest.
+What a page may reach is the kernel's to enforce first: the browser runs in a network of its
+own that holds only the build's server (`child.browser.network`). The switches hold where that
+network cannot be had, and behind it: the host resolver resolves no name (only 127.0.0.1, where
+the build's server is, is excluded; an IP literal is never resolved, so this stops names only),
+WebRTC sends UDP only through a proxy (the profile's `webrtc.ip_handling_policy`, which
+`PREFERENCES` sets: the switch `--force-webrtc-ip-handling-policy` let STUN through, measured),
+and each page's proxy is the build's own server, which refuses whatever is sent through it
+(`child.browser.site`): STUN and TURN to any address, over UDP and TCP, reach nothing. The
+interception aborts every request and closes every WebSocket that leaves the build's server.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 #: The switches that make the child's own browser.
@@ -89,3 +96,15 @@ def chromium_flags(profile: Path, *, as_root: bool) -> list[str]:
     # ~60 MB of PSS for nothing (measured).
     flags.append("--no-startup-window")
     return flags
+
+
+#: The profile's preferences: WebRTC sends UDP through a proxy only (and a page's proxy takes no
+#: UDP), so no STUN or TURN datagram of a story's leaves the browser.
+PREFERENCES = {"webrtc": {"ip_handling_policy": "disable_non_proxied_udp"}}
+
+
+def write_preferences(profile: Path) -> None:
+    """`PREFERENCES` where Chromium reads them at start, in the profile `profile`."""
+    folder = profile / "Default"
+    folder.mkdir(exist_ok=True)
+    (folder / "Preferences").write_text(json.dumps(PREFERENCES))

@@ -8,7 +8,8 @@ child starts Chromium with `subprocess.Popen`, which keeps it in the child's gro
 kernel to SIGKILL it should the child die alone (`PR_SET_PDEATHSIG`). That signal follows the
 *thread* that forked, so the browser is launched from the thread the child runs its jobs on, its
 main thread, which lives as long as the child. Playwright then connects to the port Chromium
-writes to `<profile>/DevToolsActivePort` (`connect_over_cdp`).
+writes to `<profile>/DevToolsActivePort` (`connect_over_cdp`). Both run in the browser's own
+network (`child.browser.network`), where that port is the driver's to reach and no one else's.
 
 Nothing is ever downloaded: the executable is `STORYSHELF_CHROMIUM` (set by `run --chromium`) or
 Debian's `/usr/bin/chromium`. A child has one browser, launched on its first job that needs it
@@ -34,9 +35,9 @@ import psutil
 import structlog
 from playwright.sync_api import Browser
 
-from child.browser import driver
+from child.browser import driver, network
 from child.browser.errors import BrowserUnavailable
-from child.browser.flags import chromium_flags
+from child.browser.flags import chromium_flags, write_preferences
 from child.browser.watchdog import BEAT_SECONDS
 from child.worker import resources
 from child.worker.resources import OutOfResources, RefusedForks
@@ -177,11 +178,14 @@ def _launch_once(path: str, timeout: float, beat: Callable[[], None]) -> ChildBr
     refused = RefusedForks()
     profile = Path(tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-"))
     try:
-        process = _start(path, profile)
+        write_preferences(profile)
+        with network.entered():  # the browser and the driver that talks to its port
+            process = _start(path, profile)
         try:
             port = _wait_for_port(process, profile, timeout, beat)
             beat()
-            child_driver = driver.current(beat)
+            with network.entered():
+                child_driver = driver.current(beat)
             beat()
             browser = child_driver.playwright.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
         except OutOfResources:

@@ -3,7 +3,7 @@
 Each job gets its own browser context (a clean cache, storage and permissions per build) with one
 page. What would let a story's pixels differ between runs or hosts is fixed here: the viewport
 and device scale factor, reduced motion, a light colour scheme, the locale and time zone, a
-seeded `Math.random` (the agent), no service worker, and the clock: `Date` always gives
+seeded `Math.random` (the agent), no service worker, no download, and the clock: `Date` always gives
 `FROZEN_TIME`. Every request that leaves the build's server is aborted
 (`child.browser.site.RequestGuard`).
 
@@ -56,6 +56,11 @@ def open_page(
         locale="en-US",
         timezone_id="UTC",
         service_workers="block",
+        # A download is refused, not written to the host's disk (Playwright keeps one until
+        # the context closes: a story's blob of hundreds of MiB, and for good if the child is
+        # killed).
+        accept_downloads=False,
+        proxy=guard.proxy,
     )
     try:
         context.add_init_script(path=AGENT)

@@ -30,6 +30,7 @@ next; a browser that dies fails its story and is launched again for the next (`c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 import time
@@ -153,6 +154,8 @@ class StoryRenderer:
         self._viewport: Viewport | None = None
         self._media: Media = DEFAULT_MEDIA
         self._crashed = False
+        #: The story just shown removed what Storybook renders into (`agent.js`'s `whole`).
+        self._broken_by_story = False
         self._in_flight = 0
         self._last_activity = 0.0
         self._live: ChildBrowser | None = None
@@ -166,13 +169,36 @@ class StoryRenderer:
     def take(self, snapshot: StorySnapshot) -> Capture:
         """Render `snapshot`'s story and screenshot it; a failure is a `Capture` with `error`.
 
+        A story that fails on a page that had shown other stories is tried once more on a fresh
+        page before it is failed: what a story before it left behind (a removed root, a broken
+        channel, a stray global) must not fail it. Only an error the story reported is tried
+        again: a page that crashed, hung or ran out of time would only do it again, at a
+        second cap's cost.
+
         A browser that cannot be launched raises (`BrowserUnavailable`, `OutOfResources`): the
         job fails or goes back, the story is not to blame. Nor is it for a failure while the
         kernel refused forks (a renderer Chromium could not start is a page that crashed or
         never loaded): that raises `OutOfResources` too.
         """
+        reused = self._shown is not None
+        capture, reported = self._attempt(snapshot)
+        if capture.error is None or not reused or not reported:
+            return capture
+        log.info(
+            "story failed on a page other stories had shown; trying it on a fresh page",
+            story_id=capture.story_id,
+            error=capture.error,
+        )
+        self._close_page()
+        retried, _ = self._attempt(snapshot)
+        return dataclasses.replace(retried, seconds=capture.seconds + retried.seconds)
+
+    def _attempt(self, snapshot: StorySnapshot) -> tuple[Capture, bool]:
+        """One try at `take`, and whether it failed on an error the story reported (its page
+        still whole and in time)."""
         started = self._clock()
         story_id = snapshot["story_id"]
+        self._broken_by_story = False
         self.guard.story_id = story_id
         self._serve_failures.take()
         refused = RefusedForks()
@@ -195,18 +221,19 @@ class StoryRenderer:
                 self._close_page()
                 raise served from None
             refused.blame(f"{story_id}: {message}")
-            return Capture(story_id, None, None, None, message, self._clock() - started)
+            capture = Capture(story_id, None, None, None, message, self._clock() - started)
+            return capture, not broken
         finally:
             self._watchdog.disarm()
-        if self._watchdog.fired:  # it fired as the last shot came back: the page is gone
-            self._close_page()
+        if self._watchdog.fired or self._broken_by_story:
+            self._close_page()  # gone (the watchdog fired as the last shot came back), or broken
         if (served := self._serve_failures.take()) is not None:
             self._close_page()  # what it cached of the failed load must not be reused
             raise served
         seconds = self._clock() - started
         log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
         digest = hashlib.sha256(png).hexdigest()
-        return Capture(story_id, png, digest, settled, None, seconds, shots, boxes)
+        return Capture(story_id, png, digest, settled, None, seconds, shots, boxes), False
 
     def _take(
         self, browser: ChildBrowser, snapshot: StorySnapshot, started: float
@@ -403,6 +430,12 @@ class StoryRenderer:
         )
         if found["bad"]:
             log.info("ignore selectors the browser cannot read", selectors=found["bad"])
+        if not found["whole"]:
+            log.info(
+                "the story left its page broken; the next story gets a fresh one",
+                story_id=snapshot["story_id"],
+            )
+            self._broken_by_story = True
         width, height = png_size(png)
         boxes = []
         for left, top, box_width, box_height in found["boxes"]:

@@ -30,8 +30,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import structlog
-from playwright.sync_api import Page, Request, Response, Route
+from playwright.sync_api import Page, ProxySettings, Request, Response, Route, WebSocketRoute
 
+from child.browser import network
 from child.storybook.stored import StoredBuild, StorybookProblem
 from child.worker.resources import OutOfResources
 from ipc.artifacts.store import StoreError
@@ -75,7 +76,8 @@ class Site:
     def __init__(self, build: StoredBuild) -> None:
         self.build = build
         handler = type("BuildHandler", (_Handler,), {"build": build})
-        self._server = _SiteServer(("127.0.0.1", 0), handler)
+        with network.entered():  # listening where the browser is, and nowhere else
+            self._server = _SiteServer(("127.0.0.1", 0), handler)
         self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="storybook-site", daemon=True
@@ -176,10 +178,21 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._answer(body=True)
 
+    def do_CONNECT(self) -> None:
+        """A tunnel asked of the server as a page's proxy (`RequestGuard.proxy`): refused."""
+        self._refuse_proxying()
+
     def do_HEAD(self) -> None:
         self._answer(body=False)
 
+    def _refuse_proxying(self) -> None:
+        log.warning("request blocked", url=self.path, through="the page's proxy")
+        self._empty(HTTPStatus.FORBIDDEN)
+
     def _answer(self, *, body: bool) -> None:
+        if not self.path.startswith("/"):  # a request for elsewhere, sent to it as a proxy
+            self._refuse_proxying()
+            return
         relative = unquote(urlsplit(self.path).path).lstrip("/")
         if relative == "" or relative.endswith("/"):
             relative += "index.html"
@@ -268,7 +281,8 @@ class ServeFailures:
 
 
 class RequestGuard:
-    """Aborts every request of a page that leaves `origin`, logging each URL once per story."""
+    """Aborts every request of a page that leaves `origin`, and closes every WebSocket, logging
+    each URL once per story."""
 
     def __init__(self, origin: str) -> None:
         self.origin = origin
@@ -277,13 +291,32 @@ class RequestGuard:
         self._logged: set[tuple[str | None, str]] = set()
         self._pattern = re.compile(f"^(?!{re.escape(origin)}/)")
 
+    @property
+    def proxy(self) -> ProxySettings:
+        """A page's proxy: the build's own server, passed by for the build's own files. What
+        the interception does not see and would go out directly (WebRTC's TURN over TCP) goes
+        to it instead, and is refused there. `<-loopback>` takes away the browser's own rule
+        that loopback never goes through a proxy."""
+        return {"server": self.origin, "bypass": f"<-loopback>,{urlsplit(self.origin).netloc}"}
+
     def install(self, page: Page) -> None:
         page.route(self._pattern, self._abort)
+        # WebSockets pass by the request interception: every one is closed before it connects
+        # (a build's static files serve none). The browser's own network refuses them too
+        # (`child.browser.network`); this is what holds where it cannot be had.
+        page.route_web_socket(self._pattern, self._refuse)
 
     def _abort(self, route: Route) -> None:
-        url = route.request.url
         with contextlib.suppress(Exception):  # the page may be gone meanwhile
             route.abort("blockedbyclient")
+        self._note(route.request.url)
+
+    def _refuse(self, socket: WebSocketRoute) -> None:
+        with contextlib.suppress(Exception):
+            socket.close(code=1008, reason="blocked: the capture serves the build's files only")
+        self._note(socket.url)
+
+    def _note(self, url: str) -> None:
         key = (self.story_id, url)
         if key not in self._logged:
             self._logged.add(key)

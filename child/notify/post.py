@@ -104,7 +104,9 @@ def resolve(url: str, allow_private: bool) -> Target:
     return Target(https, host, port, f"{path}?{parts.query}" if parts.query else path, addresses)
 
 
-def deliver(target: Target, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, str]:
+def deliver(
+    target: Target, body: bytes, headers: dict[str, str], timeout: float
+) -> tuple[int, str]:
     """The webhook's status and reason for a 2xx; the job's error otherwise."""
     connection = (
         _JudgedHTTPS(target, timeout, ssl.create_default_context())

@@ -24,6 +24,7 @@ import psutil
 import pytest
 
 from child.artifacts.access import CachedArtifacts, for_job
+from child.browser import network
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import ServeFailed, Site
@@ -298,7 +299,10 @@ def test_a_server_without_threads_for_requests_serves_them_on_its_own(
             start(thread)
 
         monkeypatch.setattr(threading.Thread, "start", refuse)
-        with urllib.request.urlopen(site.url("index.json"), timeout=5) as response:
+        with (
+            network.entered(),  # where the server listens, beside the browser
+            urllib.request.urlopen(site.url("index.json"), timeout=5) as response,
+        ):
             assert response.status == 200
             assert response.headers["Connection"] == "close"
             assert json.loads(response.read())
