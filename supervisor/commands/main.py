@@ -68,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help")):
         arguments.insert(0, "run")
+    for argument in arguments:
+        if not _is_text(argument):
+            # Bytes the locale could not decode (a branch named in Latin-1): stored, they
+            # would fail every later read of the build.
+            shown = argument.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            parser.error(f"an argument is not UTF-8 text: {shown!r}")
     args = parser.parse_args(arguments)
     logs.configure(args.log_level)
     try:
@@ -76,3 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"supervisor {args.command}: {error}", file=sys.stderr)
         return 1
     return code
+
+
+def _is_text(argument: str) -> bool:
+    """Whether `argument` is text: Python decodes bytes that are not UTF-8 to lone surrogates."""
+    try:
+        argument.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

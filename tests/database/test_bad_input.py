@@ -211,6 +211,13 @@ CASES = [
         )
     ),
     Case("build timeout huge", ("build", "1", *ON, "--wait", "--timeout", "1e12"), "'1e12' is not a number up to 604800", exits=2),
+    # Bytes that are not UTF-8 (Python hands them on as lone surrogates), as a branch
+    Case(
+        "a branch that is not UTF-8",
+        ("enqueue-build", "--project", "web", "--branch", "feature-\udcff", *ON, "--images", "{images}"),
+        "an argument is not UTF-8 text: 'feature-\ufffd'",
+        exits=2,
+    ),
     Case("project threshold huge", ("project", "web", *ON, "--threshold", "1e308"), "threshold must be between 0 and 1, not 1e+308", exits=1),
     Case("shards 0", (*UPLOAD, *ON, "--shards", "0"), "'0' is not a whole number from 1", exits=2),
     Case("shards past any id", (*UPLOAD, *ON, "--shards", "1" + "0" * 30), "is not a whole number from 1 up to", exits=2),
@@ -303,7 +310,7 @@ BEFORE_THE_DATABASE = frozenset(
         "a cache of nothing", "prune keep-days", "stall leaves the lease no room",
         "stall from the environment leaves no room", "lease of 0", "negative lease",
         "concurrency 0", "concurrency -1", "memory limit of 0", "build timeout huge",
-        "shards 0", "shards past any id",
+        "shards 0", "shards past any id", "a branch that is not UTF-8",
         *(case.id for case in CASES if case.id.startswith("--")),
     }
 )  # fmt: skip
