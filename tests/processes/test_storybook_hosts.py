@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import time
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,14 +120,15 @@ def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
         return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
 
 
-def chromium_started_since(moment: float) -> list[psutil.Process]:
-    """Chromium processes created after `moment` (epoch seconds) that are still alive."""
+def chromium_of(temporary: Path) -> list[psutil.Process]:
+    """Chromium processes still alive whose profile is in `temporary` (a host's `TMPDIR`): its
+    children's browsers, and no other test's or program's."""
     found = []
-    for process in psutil.process_iter(["name", "create_time", "status"]):
+    for process in psutil.process_iter(["name", "cmdline", "status"]):
         info = process.info
         if (
             (info["name"] or "").startswith("chrom")
-            and info["create_time"] >= moment - 0.5
+            and any(str(temporary) in part for part in info["cmdline"] or ())
             and info["status"] != psutil.STATUS_ZOMBIE
         ):
             found.append(process)
@@ -215,9 +216,10 @@ def captured_twice(
 def test_a_killed_child_and_a_killed_host_leave_no_chromium_behind(
     engine: Engine, artifacts: Path, start_host: StartHost, tmp_path: Path
 ) -> None:
-    began = time.time()
+    # Short: Chromium's singleton socket lives there, and a Unix socket's path is 107 bytes.
+    temporary = Path(tempfile.mkdtemp(prefix="host-tmp-"))
     queue_storybook(engine, artifacts, FIXTURE, "main")
-    host = start_host(*STORY_HOST)
+    host = start_host(*STORY_HOST, environment={"TMPDIR": str(temporary)})
     child = wait_for(lambda: _child_rendering(engine, host), timeout=60)
     browsers = wait_for(lambda: _browser_of(child), timeout=30)
     psutil.Process(child).send_signal(signal.SIGKILL)
@@ -225,7 +227,8 @@ def test_a_killed_child_and_a_killed_host_leave_no_chromium_behind(
     wait_for(lambda: _child_rendering(engine, host, other_than=child), timeout=60)
     host.signal(signal.SIGKILL)
     host.wait(10)
-    wait_for(lambda: not chromium_started_since(began), timeout=15)
+    wait_for(lambda: not chromium_of(temporary), timeout=15)
+    shutil.rmtree(temporary, ignore_errors=True)
 
 
 def _child_rendering(
