@@ -59,6 +59,8 @@ async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay
         await due.put((loop.time() + delay, b""))
 
     reading = asyncio.create_task(read())
+    # A peer that resets ends `read` with an error the other direction's end already acts on.
+    reading.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         while True:
             at, chunk = await due.get()
