@@ -234,6 +234,10 @@ class Host:
         self.engine = connect(self.settings.database_url, pool_size=2)
         event.listen(self.engine, "commit", self.database_answered)
         event.listen(self.engine, "before_cursor_execute", self.count_statement)
+        # A connection held past a few seconds is a database that does not answer: /healthz
+        # says so while the statement still blocks the loop.
+        event.listen(self.engine, "checkout", lambda *_: self.metrics.health.database_call_began())
+        event.listen(self.engine, "checkin", lambda *_: self.metrics.health.database_call_ended())
         self.settler = Settler(
             self.engine, self.settings, self.store, self.kinds, self.log, self.clock, self.metrics
         )

@@ -7,6 +7,8 @@ always sees one whole decision, never half of two, without a lock the loop could
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,16 +67,47 @@ def judge(
     return Health("ok", "ok")
 
 
-class HealthBoard:
-    """The latest decision, written by the loop and read by the server's thread."""
+#: How long the loop may wait on one connection to the database before `/healthz` says so: our
+#: transactions take milliseconds, and one cut off the network (a partition: the statement
+#: neither answers nor fails) would otherwise look healthy until TCP gives up on it, 15 to 25 s.
+DATABASE_WAIT_SECONDS = 8.0
 
-    def __init__(self) -> None:
+
+class HealthBoard:
+    """The latest decision, written by the loop and read by the server's thread, and since when
+    the loop has waited on the database, if it does: the loop cannot publish while a statement
+    blocks it, so the reader judges that wait itself, by `clock`."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._current = STARTING
+        self._clock = clock
+        self._waiting_since: float | None = None
+        self._held = 0
 
     def publish(self, health: Health) -> None:
         """Replace the decision (one reference assignment: atomic for the reader)."""
         self._current = health
 
+    def database_call_began(self) -> None:
+        """The loop took a connection to the database (the wait counts from its first)."""
+        self._held += 1
+        if self._held == 1:
+            self._waiting_since = self._clock()
+
+    def database_call_ended(self) -> None:
+        """The loop gave a connection back (the wait ends with its last)."""
+        self._held = max(0, self._held - 1)
+        if self._held == 0:
+            self._waiting_since = None
+
     @property
     def current(self) -> Health:
-        return self._current
+        """The loop's decision, unless it has waited on the database past
+        `DATABASE_WAIT_SECONDS` meanwhile (a host starting or draining still says so)."""
+        decided, since = self._current, self._waiting_since
+        if since is None or decided.state in ("starting", "draining"):
+            return decided
+        waited = self._clock() - since
+        if waited < DATABASE_WAIT_SECONDS:
+            return decided
+        return Health("unhealthy", f"unhealthy: waiting on the database for {waited:.0f} s")

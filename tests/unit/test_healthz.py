@@ -6,7 +6,13 @@ import threading
 
 import pytest
 
-from supervisor.metrics.health import STARTING, Health, HealthBoard, judge
+from supervisor.metrics.health import (
+    DATABASE_WAIT_SECONDS,
+    STARTING,
+    Health,
+    HealthBoard,
+    judge,
+)
 
 
 def decide(**given: object) -> Health:
@@ -82,3 +88,25 @@ def test_a_reader_thread_only_ever_sees_whole_decisions() -> None:
     done.set()
     reader.join()
     assert seen <= allowed | {(STARTING.state, STARTING.line)}
+
+
+def test_a_database_call_held_past_the_bound_is_unhealthy_until_it_ends() -> None:
+    """A statement to a database cut off the network neither answers nor fails for as long as
+    TCP waits: the loop cannot publish meanwhile, so the board judges the wait itself."""
+    now = [100.0]
+    board = HealthBoard(clock=lambda: now[0])
+    board.publish(decide())
+    board.database_call_began()
+    board.database_call_began()  # a second connection while the first is held
+    board.database_call_ended()
+    now[0] += DATABASE_WAIT_SECONDS - 0.1
+    assert board.current.ok
+    now[0] += 0.1
+    assert board.current == Health("unhealthy", "unhealthy: waiting on the database for 8 s")
+    board.publish(decide(draining="SIGTERM"))
+    assert board.current.state == "draining"
+    board.publish(decide())
+    board.database_call_ended()
+    assert board.current.ok
+    now[0] += 60
+    assert board.current.ok
