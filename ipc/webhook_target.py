@@ -58,10 +58,12 @@ def reach(address: Address) -> tuple[Reach, str]:
     """Where `address` stands, and what it is (`("never", "link-local")`, `("public", "")`)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
-    for ranges, where in ((NEVER, "never"), (PRIVATE, "private")):
-        for network, what in ranges:
-            if address.version == network.version and address in network:
-                return ("never" if where == "never" else "private"), what
+    for network, what in NEVER:
+        if address.version == network.version and address in network:
+            return "never", what
+    for network, what in PRIVATE:
+        if address.version == network.version and address in network:
+            return "private", what
     return "public", ""
 
 

@@ -22,6 +22,7 @@ from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import metadata
 from tests.artifact_stores import STORE_KINDS, StoreKind, new_store
+from tests.hostile import Listeners
 from tests.object_store_server import (
     ENDPOINT_VARIABLE,
     ExternalObjectStore,
@@ -113,3 +114,11 @@ def engine(database_url: str) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def listeners() -> Iterator[Listeners]:
+    """A TCP and a UDP listener on loopback that the hostile Storybook's stories aim at."""
+    watching = Listeners()
+    yield watching
+    watching.close()

@@ -11,7 +11,6 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +38,6 @@ from tests.hostile import (
     aimed_copy,
     large_files,
 )
-
-
-@pytest.fixture
-def listeners() -> Iterator[Listeners]:
-    watching = Listeners()
-    yield watching
-    watching.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,13 +46,6 @@ WITHOUT_NAMESPACES = ("setpriv", "--bounding-set=-sys_admin")
 @pytest.fixture(autouse=True)
 def chromium_is_required() -> None:
     require_chromium()
-
-
-@pytest.fixture
-def listeners() -> Iterator[Listeners]:
-    watching = Listeners()
-    yield watching
-    watching.close()
 
 
 class DiskWatch:
