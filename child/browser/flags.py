@@ -17,7 +17,8 @@ WebRTC sends UDP only through a proxy (the profile's `webrtc.ip_handling_policy`
 `PREFERENCES` sets: the switch `--force-webrtc-ip-handling-policy` let STUN through, measured),
 and each page's proxy is the build's own server, which refuses whatever is sent through it
 (`child.browser.site`): STUN and TURN to any address, over UDP and TCP, reach nothing. The
-interception aborts every request and closes every WebSocket that leaves the build's server.
+interception aborts every request that leaves the build's server (and, without the network of
+its own, closes every WebSocket).
 """
 
 from __future__ import annotations
