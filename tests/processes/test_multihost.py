@@ -132,8 +132,11 @@ def test_two_hosts_split_a_builds_shards_and_end_it_once(
     engine: Engine, store: ArtifactStore, tmp_path: Path, start_host: StartHost
 ) -> None:
     accepted_baseline(engine, store, tmp_path, start_host)
-    first = start_host(*FAST, "--concurrency", "1")
-    second = start_host(*FAST, "--concurrency", "1")
+    # A shard of demo images takes a few hundredths of a second, the whole build a few tenths:
+    # hosts that poll at FAST's pace could each find it all taken by the other (SQLite has no
+    # NOTIFY to wake them), so these poll often enough that both see the build while it lasts.
+    first = start_host(*FAST, "--concurrency", "1", "--poll-seconds", "0.02")
+    second = start_host(*FAST, "--concurrency", "1", "--poll-seconds", "0.02")
     for host in (first, second):
         host.wait_for_event("image engine loaded")
     queued = upload(engine, store, screenshots(tmp_path / "branch", "branch"), "feature", 8)
