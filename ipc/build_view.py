@@ -57,6 +57,8 @@ class SnapshotView:
     mode: str | None = None
     #: False when the story never gave two equal shots in a row.
     settled: bool | None = None
+    #: Its latest review decision ("accepted", "rejected"); None until someone decides.
+    review: str | None = None
 
     @property
     def label(self) -> str:
@@ -99,6 +101,7 @@ class SnapshotView:
             "baseline_id": self.baseline_id,
             "baseline_build_id": self.baseline_build_id,
             "error": self.error,
+            "review": self.review,
         }
 
 
@@ -126,6 +129,8 @@ class BuildView:
     unstable: tuple[str, ...] = ()
     #: Whether a change in an unstable snapshot fails the gate (its project's setting).
     unstable_fails: bool = True
+    #: Its review state ("pending", "accepted", "rejected"); None when nobody needs to review it.
+    review: str | None = None
 
     @property
     def ended(self) -> bool:
@@ -145,6 +150,7 @@ class BuildView:
             "branch": self.branch,
             "commit": self.commit,
             "status": self.status,
+            "review": self.review,
             "source": self.source,
             "counts": dict(self.counts),
             "created_at": self.created_at.isoformat(),

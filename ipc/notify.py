@@ -5,9 +5,11 @@ bytes to send, and its headers, the signature among them, so that what is signed
 is sent, and the child (`child.notify.post`) only POSTs it: it never reads the database and
 never sees a secret. The receiver's side of the contract:
 
-* `Content-Type: application/json`, the body UTF-8 JSON (`BODY_EVENT`, `delivery`, `build`,
+* `Content-Type: application/json`, the body UTF-8 JSON (`event`, `delivery`, `build`,
   `changed` and `failed` names, at most `LISTED_NAMES` of each, with their totals);
-* `User-Agent: storyshelf/<version>`, `X-Storyshelf-Event: build.ended`;
+* `User-Agent: storyshelf/<version>`, `X-Storyshelf-Event`: the event (`EVENTS`), as the body's
+  `event` says: `build.ended`, or `build.reviewed` (the body then also has the build's `review`
+  state and the `decisions` taken, at most `LISTED_NAMES`, with their total);
 * `X-Storyshelf-Delivery`: one id per notification, the same on each retry of it, so a
   receiver that gets it twice (its answer lost) can tell;
 * `X-Storyshelf-Signature: sha256=<hex>` when the webhook has a secret: HMAC-SHA256 of the
@@ -25,11 +27,13 @@ import hashlib
 import hmac
 import json
 from importlib import metadata
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 from urllib.parse import SplitResult, unquote, urlsplit
 
-#: The one event there is: a build ended (its report published, or given up on).
-BODY_EVENT = "build.ended"
+#: The events a webhook is told of: a build ended (its report published, or given up on), and
+#: a person reviewed some of its snapshots.
+Event = Literal["build.ended", "build.reviewed"]
+EVENTS: tuple[Event, ...] = get_args(Event)
 #: The most names of changed (and of failed) snapshots a body lists; the totals say the rest.
 LISTED_NAMES = 100
 
@@ -60,12 +64,12 @@ def signature(secret: str, body: bytes) -> str:
     return f"{SIGNATURE_PREFIX}{digest}"
 
 
-def request_headers(body: bytes, delivery: str, secret: str | None) -> dict[str, str]:
-    """The headers of a notification whose body is `body`; signed when `secret` is set."""
+def request_headers(body: bytes, delivery: str, secret: str | None, event: Event) -> dict[str, str]:
+    """The headers of a notification of `event` whose body is `body`; signed when `secret` is set."""
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        EVENT_HEADER: BODY_EVENT,
+        EVENT_HEADER: event,
         DELIVERY_HEADER: delivery,
     }
     if secret:

@@ -19,13 +19,17 @@ project's `webhook_allow_private` goes with it, for the child to judge the addre
 webhook's host resolves to (`ipc.webhook_target`). A notify job belongs to its build (`build_id`), so `cancel`
 stops a pending one, but its failure never changes the build.
 
-Job data: `{"build_id": int, "webhook_id": int, "delivery": str}`.
+A review queues the same jobs with the event `build.reviewed` and the ids of the `reviews` rows
+it wrote (`supervisor.review.decisions`): the body then lists those decisions.
+
+Job data: `{"build_id": int, "webhook_id": int, "delivery": str}`, and for a review
+`"event": "build.reviewed", "reviews": [int, ...]`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import structlog
@@ -33,9 +37,9 @@ from sqlalchemy import Connection, func, select
 
 from ipc.failures import PermanentFailure
 from ipc.notify import (
-    BODY_EVENT,
     LISTED_NAMES,
     NOTIFY_RESULT_FIELDS,
+    Event,
     NotifyPayload,
     body_bytes,
     request_headers,
@@ -48,11 +52,13 @@ from supervisor.builds.view import load_build
 from supervisor.builds.webhooks import load_webhook, masked_url
 from supervisor.db import queue
 from supervisor.db.queue import Job
-from supervisor.db.tables import builds, snapshots, webhooks
+from supervisor.db.tables import builds, reviews, snapshots, webhooks
 
 log = structlog.get_logger(__name__)
 
 NOTIFY_KIND = "notify"
+ENDED_EVENT: Event = "build.ended"
+REVIEWED_EVENT: Event = "build.reviewed"
 #: How long a webhook may take to accept the connection, and then to answer.
 TIMEOUT_SECONDS = 10.0
 #: Tries per notification: with the default backoff (2 s doubling) a receiver down for about
@@ -64,8 +70,11 @@ class ResultError(ValueError):
     """The child's answer is not a delivered notification."""
 
 
-def queue_notifications(conn: Connection, build_id: int) -> list[int]:
-    """Queue one `notify` job per webhook of build `build_id`'s project; their ids."""
+def queue_notifications(
+    conn: Connection, build_id: int, event: Event = ENDED_EVENT, review_ids: Sequence[int] = ()
+) -> list[int]:
+    """Queue one `notify` job per webhook of build `build_id`'s project for `event`; their ids.
+    A review's (`REVIEWED_EVENT`) names the `reviews` rows it wrote."""
     hooks = conn.execute(
         select(webhooks.c.id)
         .join(builds, builds.c.project_id == webhooks.c.project_id)
@@ -76,7 +85,7 @@ def queue_notifications(conn: Connection, build_id: int) -> list[int]:
         queue.enqueue(
             conn,
             NOTIFY_KIND,
-            {"build_id": build_id, "webhook_id": hook, "delivery": str(uuid.uuid4())},
+            _job_data(build_id, hook, event, review_ids),
             build_id=build_id,
             max_attempts=MAX_ATTEMPTS,
         )
@@ -87,14 +96,35 @@ def queue_notifications(conn: Connection, build_id: int) -> list[int]:
     return queued
 
 
+def _job_data(
+    build_id: int, webhook_id: int, event: Event, review_ids: Sequence[int]
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "build_id": build_id,
+        "webhook_id": webhook_id,
+        "delivery": str(uuid.uuid4()),
+    }
+    if event == REVIEWED_EVENT:
+        data.update(event=event, reviews=list(review_ids))
+    return data
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def accepts(data: Any) -> bool:
+    if not isinstance(data, Mapping):
+        return False
+    common = {"build_id", "webhook_id", "delivery"}
+    reviewed = (
+        set(data) == common | {"event", "reviews"}
+        and data["event"] == REVIEWED_EVENT
+        and isinstance(data["reviews"], list)
+        and all(_positive_int(review_id) for review_id in data["reviews"])
+    )
     return (
-        isinstance(data, Mapping)
-        and set(data) == {"build_id", "webhook_id", "delivery"}
+        (set(data) == common or reviewed)
         and _positive_int(data["build_id"])
         and _positive_int(data["webhook_id"])
         and isinstance(data["delivery"], str)
@@ -110,9 +140,13 @@ def prepare(conn: Connection, job: Job, _store: object) -> Payload:
     hook = load_webhook(conn, webhook_id)
     if hook is None:
         raise PermanentFailure(f"webhook {webhook_id} was removed from the project")
-    body = body_bytes(summary(conn, build_id, job.data["delivery"]))
+    event: Event = job.data.get("event", ENDED_EVENT)
+    told = summary(conn, build_id, job.data["delivery"], event)
+    if event == REVIEWED_EVENT:
+        told["decisions"], told["decisions_total"] = _decisions(conn, job.data["reviews"])
+    body = body_bytes(told)
     url, authorization = without_credentials(hook.url)
-    headers = request_headers(body, job.data["delivery"], hook.secret)
+    headers = request_headers(body, job.data["delivery"], hook.secret, event)
     if authorization is not None:
         headers["Authorization"] = authorization
     payload: NotifyPayload = {
@@ -125,16 +159,18 @@ def prepare(conn: Connection, job: Job, _store: object) -> Payload:
     return cast(Payload, payload)
 
 
-def summary(conn: Connection, build_id: int, delivery: str) -> dict[str, Any]:
-    """What a webhook is told of build `build_id`: its state, counts and report, and the
-    names of its changed and failed snapshots (at most `LISTED_NAMES` of each)."""
+def summary(
+    conn: Connection, build_id: int, delivery: str, event: Event = ENDED_EVENT
+) -> dict[str, Any]:
+    """What a webhook is told of build `build_id`: its state, review state, counts and report,
+    and the names of its changed and failed snapshots (at most `LISTED_NAMES` of each)."""
     view = load_build(conn, build_id, with_snapshots=False)
     if view is None:
         raise PermanentFailure(f"build {build_id} is gone")
     changed, changed_total = _names(conn, build_id, "changed")
     failed, failed_total = _names(conn, build_id, "failed")
     return {
-        "event": BODY_EVENT,
+        "event": event,
         "delivery": delivery,
         "build": {
             "id": view.id,
@@ -142,6 +178,7 @@ def summary(conn: Connection, build_id: int, delivery: str) -> dict[str, Any]:
             "branch": view.branch,
             "commit": view.commit,
             "status": view.status,
+            "review": view.review,
             "source": view.source,
             "counts": dict(view.counts),
             "created_at": view.created_at.isoformat(),
@@ -158,6 +195,34 @@ def summary(conn: Connection, build_id: int, delivery: str) -> dict[str, Any]:
         "failed": failed,
         "failed_total": failed_total,
     }
+
+
+def _decisions(conn: Connection, review_ids: Sequence[int]) -> tuple[list[dict[str, Any]], int]:
+    """The first `LISTED_NAMES` of the decisions `review_ids`, by snapshot name, and how many."""
+    listed = review_ids[:LISTED_NAMES]
+    rows = conn.execute(
+        select(
+            snapshots.c.name,
+            reviews.c.decision,
+            reviews.c.by,
+            reviews.c.comment,
+            reviews.c.created_at,
+        )
+        .join(snapshots, snapshots.c.id == reviews.c.snapshot_id)
+        .where(reviews.c.id.in_(listed))
+        .order_by(snapshots.c.name)
+    )
+    decisions = [
+        {
+            "snapshot": row.name,
+            "decision": row.decision,
+            "by": row.by,
+            "comment": row.comment,
+            "at": row.created_at.isoformat(),
+        }
+        for row in rows
+    ]
+    return decisions, len(review_ids)
 
 
 def _names(conn: Connection, build_id: int, status: str) -> tuple[list[str], int]:

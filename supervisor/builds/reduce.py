@@ -18,6 +18,7 @@ from sqlalchemy import Connection, RowMapping, func, select, update
 from supervisor.builds import baselines
 from supervisor.builds.ended import build_ended
 from supervisor.db.tables import builds, capture_attempts, capture_shards, projects, snapshots
+from supervisor.review.state import review_state
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +146,8 @@ def _finish(
     counts: dict[str, int],
     error: str | None,
 ) -> None:
-    """Write the verdict; a baseline-branch build that ran to its end becomes the baseline."""
+    """Write the verdict and review state; a baseline-branch build that ran to its end becomes
+    the baseline, unless its project asks for its changes to be reviewed too."""
     project_id = build["project_id"]
     values: dict[str, Any] = {
         "status": verdict,
@@ -153,20 +155,25 @@ def _finish(
         "finished_at": func.now(),
         **counts,
     }
-    accepted = verdict != "cancelled" and build["branch"] == _baseline_branch(conn, project_id)
+    project = conn.execute(
+        select(projects.c.baseline_branch, projects.c.auto_accept).where(
+            projects.c.id == project_id
+        )
+    ).one()
+    accepted = (
+        verdict != "cancelled"
+        and project.auto_accept
+        and build["branch"] == project.baseline_branch
+    )
     if accepted:
         values["accepted_at"] = func.now()
     conn.execute(update(builds).where(builds.c.id == build["id"]).values(**values))
     if accepted:
         baselines.accept(conn, project_id, build["id"])
+    review = review_state(conn, build["id"])
+    if review is not None:
+        conn.execute(update(builds).where(builds.c.id == build["id"]).values(review=review))
     build_ended(conn, build["id"])
-
-
-def _baseline_branch(conn: Connection, project_id: int) -> str:
-    branch: str = conn.execute(
-        select(projects.c.baseline_branch).where(projects.c.id == project_id)
-    ).scalar_one()
-    return branch
 
 
 def _summary(verdict: BuildVerdict, counts: dict[str, int], shards: Counter[str]) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def enqueue_storybook(
         .returning(builds.c.id)
     ).scalar_one()
     conn.execute(insert(capture_attempts).values(build_id=build_id, status="queued"))
-    baselines.freeze(conn, project_id, build_id)
+    baselines.freeze(conn, project_id, branch, build_id)
     data = {"build_id": build_id, "storybook": dict(storybook.ref), "shards": shards}
     job_id = queue.enqueue(conn, "plan", data, build_id=build_id)
     log.info(

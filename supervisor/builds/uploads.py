@@ -293,7 +293,7 @@ def enqueue_build(
         .returning(builds.c.id)
     ).scalar_one()
     conn.execute(insert(capture_attempts).values(build_id=build_id, status="queued"))
-    found = baselines.find(conn, project_id, [image.name for image in images])
+    found = baselines.find(conn, project_id, branch, [image.name for image in images])
     shard_ids, job_ids = [], []
     for index, run in enumerate(runs):
         shard_id, job_id = _queue_shard(conn, build_id, index, run, found)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Select, case, select
+from sqlalchemy import Connection, Select, case, func, select
 
 from ipc.build_view import (
     REPORT_ORDER,
@@ -18,7 +18,7 @@ from ipc.build_view import (
     SnapshotView,
     snapshot_from_values,
 )
-from supervisor.db.tables import build_baselines, builds, projects, snapshots
+from supervisor.db.tables import build_baselines, builds, projects, reviews, snapshots
 
 
 def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) -> BuildView | None:
@@ -53,6 +53,7 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
         removed=_removed(conn, build_id, plan) if m["finished_at"] is not None else (),
         unstable=_unstable(conn, build_id),
         unstable_fails=bool(m["unstable_fails"]),
+        review=m["review"],
     )
 
 
@@ -121,7 +122,18 @@ def baseline_builds(conn: Connection, build_id: int) -> tuple[int, ...]:
 def _snapshots_query(build_id: int) -> Select[Any]:
     """A build's snapshots, a column per field of `SnapshotView`, in the fields' order."""
     baseline = snapshots.alias("baseline")
-    joined = {"baseline_image": baseline.c.image_path, "baseline_build_id": baseline.c.build_id}
+    latest = (
+        select(reviews.c.snapshot_id, func.max(reviews.c.id).label("id"))
+        .where(reviews.c.build_id == build_id)
+        .group_by(reviews.c.snapshot_id)
+        .subquery("latest")
+    )
+    decision = reviews.alias("decision")
+    joined = {
+        "baseline_image": baseline.c.image_path,
+        "baseline_build_id": baseline.c.build_id,
+        "review": decision.c.decision,
+    }
     columns = [
         joined[name].label(name) if name in joined else snapshots.c[name]
         for name in SNAPSHOT_FIELDS
@@ -129,6 +141,8 @@ def _snapshots_query(build_id: int) -> Select[Any]:
     return (
         select(*columns)
         .outerjoin(baseline, baseline.c.id == snapshots.c.baseline_id)
+        .outerjoin(latest, latest.c.snapshot_id == snapshots.c.id)
+        .outerjoin(decision, decision.c.id == latest.c.id)
         .where(snapshots.c.build_id == build_id)
     )
 

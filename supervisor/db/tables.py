@@ -82,10 +82,15 @@ JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 ShardStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 BuildStatus = Literal["pending", "capturing", "passed", "changed", "failed", "cancelled"]
 SnapshotStatus = Literal["new", "unchanged", "changed", "failed"]
+#: A person's decision on a snapshot, and a changed build's review state (DESIGN section 4).
+Decision = Literal["accepted", "rejected"]
+ReviewState = Literal["pending", "accepted", "rejected"]
 JOB_STATES: tuple[JobStatus, ...] = get_args(JobStatus)
 SHARD_STATES: tuple[ShardStatus, ...] = get_args(ShardStatus)
 BUILD_STATES: tuple[BuildStatus, ...] = get_args(BuildStatus)
 SNAPSHOT_STATES: tuple[SnapshotStatus, ...] = get_args(SnapshotStatus)
+DECISIONS: tuple[Decision, ...] = get_args(Decision)
+REVIEW_STATES: tuple[ReviewState, ...] = get_args(ReviewState)
 BUILD_SOURCES: tuple[BuildSource, ...] = get_args(BuildSource)
 
 
@@ -113,6 +118,9 @@ projects = Table(
     # Whether the project's webhooks may reach loopback and private addresses
     # (`ipc.webhook_target`); link-local and cloud metadata never.
     Column("webhook_allow_private", Boolean, nullable=False, server_default=text("false")),
+    # Whether a build on the baseline branch is accepted when it ends (its snapshots become the
+    # baselines); false: such builds wait for a review like any other branch's.
+    Column("auto_accept", Boolean, nullable=False, server_default=text("true")),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
 )
 
@@ -148,6 +156,9 @@ builds = Table(
     Column("failed", Integer, nullable=False, server_default="0"),
     # Set when a build on the baseline branch ends: its snapshots become baselines.
     Column("accepted_at", UtcDateTime),
+    # A changed (or reviewed) build's review state, kept by `supervisor.review.decisions` in
+    # the transaction that records each decision; NULL for a build nobody needs to review.
+    Column("review", String(12)),
     # Where its published report opens (`store.where` of its `index.html`); None until the
     # build's `publish` job has written it.
     Column("report_url", Text),
@@ -155,6 +166,7 @@ builds = Table(
     Column("finished_at", UtcDateTime),
     Column("error", Text),
     _one_of("status", BUILD_STATES),
+    _one_of("review", REVIEW_STATES),
 )
 
 capture_shards = Table(
@@ -243,6 +255,31 @@ build_baselines = Table(
     Column("name", Text, nullable=False),
     Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False, index=True),
     PrimaryKeyConstraint("build_id", "name"),
+)
+
+branch_baselines = Table(
+    "branch_baselines",
+    metadata,
+    Column("project_id", Key, ForeignKey("projects.id"), nullable=False),
+    Column("branch", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    # The snapshot accepted on that branch, compared with before the baseline branch's.
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False, index=True),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False),
+    PrimaryKeyConstraint("project_id", "branch", "name"),
+)
+
+reviews = Table(
+    "reviews",
+    metadata,
+    Column("id", Key, primary_key=True),
+    Column("build_id", Key, ForeignKey("builds.id"), nullable=False, index=True),
+    Column("snapshot_id", Key, ForeignKey("snapshots.id"), nullable=False, index=True),
+    Column("decision", String(12), nullable=False),
+    Column("by", Text, nullable=False),
+    Column("comment", Text),
+    Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    _one_of("decision", DECISIONS),
 )
 
 jobs = Table(

@@ -20,6 +20,7 @@ BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
 BUILD_KEYS = {
     "id",
+    "review",
     "project",
     "branch",
     "commit",
@@ -38,6 +39,7 @@ BUILD_KEYS = {
 }
 SNAPSHOT_KEYS = {
     "name",
+    "review",
     "status",
     "diff_pixels",
     "diff_ratio",

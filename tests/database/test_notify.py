@@ -96,6 +96,7 @@ def test_a_build_s_end_is_posted_once_signed_with_its_report(
             "branch": "feature",
             "commit": None,
             "status": "changed",
+            "review": "pending",
             "source": "images",
             "counts": {"new": 1, "unchanged": 1, "changed": 1, "failed": 0},
             "created_at": build.created_at.isoformat(),

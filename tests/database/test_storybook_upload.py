@@ -112,7 +112,7 @@ def test_the_baselines_of_its_creation_are_frozen_for_the_plan(
     run_build(engine, artifacts, screens(tmp_path / "two", **second))
     with engine.connect() as conn:
         frozen = baselines.find_frozen(conn, queued.build_id, ["example-button--primary", "nope"])
-        newest = baselines.find(conn, 1, ["example-button--primary"])
+        newest = baselines.find(conn, 1, "main", ["example-button--primary"])
         first_ids = set(
             conn.execute(select(snapshots.c.id).where(snapshots.c.build_id == 1)).scalars()
         )

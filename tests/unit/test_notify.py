@@ -39,7 +39,7 @@ def test_the_signature_is_hmac_sha256_of_the_exact_body_keyed_with_the_secret() 
 
 def test_the_headers_name_the_event_and_delivery_and_sign_only_with_a_secret() -> None:
     body = b"{}"
-    signed = request_headers(body, "d-1", "s3cret")
+    signed = request_headers(body, "d-1", "s3cret", "build.ended")
     assert signed == {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
@@ -48,7 +48,7 @@ def test_the_headers_name_the_event_and_delivery_and_sign_only_with_a_secret() -
         SIGNATURE_HEADER: signature("s3cret", body),
     }
     assert USER_AGENT.startswith("storyshelf/")
-    assert SIGNATURE_HEADER not in request_headers(body, "d-1", None)
+    assert SIGNATURE_HEADER not in request_headers(body, "d-1", None, "build.ended")
 
 
 def payload(url: str, timeout: float = 5.0) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def payload(url: str, timeout: float = 5.0) -> dict[str, Any]:
     request: NotifyPayload = {
         "url": url,
         "body": body,
-        "headers": request_headers(body, "d-1", "s3cret"),
+        "headers": request_headers(body, "d-1", "s3cret", "build.ended"),
         "timeout_seconds": timeout,
         "allow_private": True,  # the test's receiver listens on loopback
     }

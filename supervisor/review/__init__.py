@@ -1,0 +1,1 @@
+"""Reviews: people accepting or rejecting a build's changes, and what follows from it."""
