@@ -4,7 +4,9 @@
 - `paths`: the page's relative links, to its pictures and to the project's other reports;
 - `render`: the page (header, filter, groups), with `report.css` and `report.js` inlined;
 - `snapshot`: one snapshot's section, crop, full images and overlay;
+- `review`: the review state and decisions, and how to review: the commands, the buttons;
 - `crop`: the arithmetic of the enlarged crop of a changed area;
 - `report.css`, `report.js`: the page's look and behaviour (filter, keys, overlay, zoom,
-  images loaded on demand), kept as files of their own so that each reads as what it is.
+  images loaded on demand, review when served), kept as files of their own so that each reads
+  as what it is.
 """

@@ -5,8 +5,10 @@ and script (`report.js`), kept beside this module so that each can be read and e
 it is, are inlined into the page, and its images are relative links into its own folder
 (`ipc.publish`).
 What needs a look comes first: changed snapshots, then failed, new and unchanged, each status a
-group that the filter shows alone. The header says what the build is and how it ended; the
-toolbar under it stays in view with the filter and the keys.
+group that the filter shows alone. The header says what the build is and how it ended, and its
+review state; the toolbar under it stays in view with the filter and the keys. A build that
+takes review shows how to review it (`child.report.review`): the commands to run, or, served by
+`serve`, buttons that its script shows once the server's API says it takes decisions.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from html import escape
 from importlib import resources
 
 from child.report.paths import report_link
+from child.report.review import build_review, state_badge, takes_review
 from child.report.snapshot import snapshot_section
 from ipc.build_view import REPORT_ORDER, BuildView, SnapshotView
 
@@ -30,6 +33,8 @@ KEYS = (
     " (among those the filter shows); <kbd>o</kbd> overlay, <kbd>b</kbd> blink (of the current"
     " one); click an image to zoom, <kbd>Esc</kbd> or a click closes it"
 )
+#: The review keys, listed once the server says it takes decisions (`report.js`).
+REVIEW_KEYS = "<kbd>a</kbd> accept, <kbd>x</kbd> reject (the current one)"
 
 
 @cache
@@ -66,18 +71,20 @@ def render_report(view: BuildView) -> str:
 def report_parts(view: BuildView, listing: Listing) -> Iterator[str]:
     """The report page of `view` listing `listing`, in pieces to write one after another."""
     title = f"Build {view.id}: {view.project} @ {view.branch}"
+    reviewed = takes_review(view, dict(listing.counts))
     yield "\n".join(
         [
             "<!doctype html>",
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head><body>",
-            _header(view, title, listing),
-            _toolbar(listing, len(view.unstable)),
+            f"<title>{escape(title)}</title><style>{asset('report.css')}</style></head>",
+            f'<body data-build="{view.id}">',
+            _header(view, title, listing, reviewed=reviewed),
+            _toolbar(listing, len(view.unstable), reviewed=reviewed),
             "<main>",
         ]
     )
-    yield from _groups(listing)
+    yield from _groups(listing, view.id if reviewed else None)
     yield "\n".join(
         [
             "",
@@ -91,7 +98,9 @@ def report_parts(view: BuildView, listing: Listing) -> Iterator[str]:
     )
 
 
-def _header(view: BuildView, title: str, listing: Listing) -> str:
+def _header(view: BuildView, title: str, listing: Listing, *, reviewed: bool) -> str:
+    """What the build is and how it ended; its review state, and how to review it when it
+    takes review (`child.report.review`)."""
     status = escape(view.status)
     facts = [
         ("project", escape(view.project)),
@@ -104,9 +113,11 @@ def _header(view: BuildView, title: str, listing: Listing) -> str:
         ("baselines", _baselines(listing.baseline_builds)),
     ]
     rows = "".join(f"<div><dt>{name}</dt><dd>{value}</dd></div>" for name, value in facts)
+    review = build_review(view) if reviewed else ""
     return (
-        f'<header><h1><span class="badge {status}">{status}</span> {escape(title)}</h1>'
-        f'<dl class="build">{rows}</dl>{_problems(view)}{_unstable(view)}</header>'
+        f'<header><h1><span class="badge {status}">{status}</span>{state_badge(view.review)}'
+        f" {escape(title)}</h1>"
+        f'<dl class="build">{rows}</dl>{_problems(view)}{_unstable(view)}{review}</header>'
     )
 
 
@@ -187,9 +198,10 @@ def _plural(count: int, one: str, many: str) -> str:
     return one if count == 1 else many
 
 
-def _toolbar(listing: Listing, unstable: int) -> str:
+def _toolbar(listing: Listing, unstable: int, *, reviewed: bool) -> str:
     """The filter by status (and the unstable snapshots, when there are some), with counts,
-    and the keys: in view while the page scrolls."""
+    and the keys: in view while the page scrolls. The review keys are listed hidden, for
+    `report.js` to show when the server takes decisions."""
     choices = [("all", listing.total)] + [(s, listing.counts.get(s, 0)) for s in STATUS_ORDER]
     if unstable:
         choices.append(("unstable", unstable))
@@ -198,15 +210,16 @@ def _toolbar(listing: Listing, unstable: int) -> str:
         f"{status} ({count})</button>"
         for status, count in choices
     )
+    review_keys = f'<span class="review-keys" hidden>; {REVIEW_KEYS}</span>' if reviewed else ""
     return (
         f'<div class="toolbar"><nav aria-label="filter by status">{buttons}</nav>'
-        f'<p class="keys">Keys: {KEYS}</p></div>'
+        f'<p class="keys">Keys: {KEYS}{review_keys}</p></div>'
     )
 
 
-def _groups(listing: Listing) -> Iterator[str]:
+def _groups(listing: Listing, review_of: int | None) -> Iterator[str]:
     """A group per status present, in `STATUS_ORDER` (as the snapshots come); the unchanged
-    group can load all its images at once."""
+    group can load all its images at once. `review_of`: the build's id when it takes review."""
     status = None
     for index, snapshot in enumerate(listing.snapshots):
         if snapshot.status != status:
@@ -214,7 +227,7 @@ def _groups(listing: Listing) -> Iterator[str]:
                 yield "</div>"
             status = snapshot.status
             yield _group_heading(status, listing.counts.get(status, 0))
-        yield snapshot_section(snapshot, f"s{index}")
+        yield snapshot_section(snapshot, f"s{index}", review_of)
     if status is not None:
         yield "</div>"
 

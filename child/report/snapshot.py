@@ -19,6 +19,7 @@ from html import escape
 
 from child.report.crop import Crop, crop_of
 from child.report.paths import artifact_link, report_link
+from child.report.review import REVIEWABLE, decision_badge, snapshot_review
 from ipc.build_view import SnapshotView
 
 #: The width the overlay enlarges a small screenshot towards, in CSS pixels...
@@ -27,20 +28,27 @@ OVERLAY_PX = 960
 OVERLAY_ZOOM_MAX = 4
 
 
-def snapshot_section(snapshot: SnapshotView, key: str) -> str:
-    """The snapshot's `<section>`; `key` makes its element ids unique in the page."""
+def snapshot_section(snapshot: SnapshotView, key: str, review_of: int | None = None) -> str:
+    """The snapshot's `<section>`; `key` makes its element ids unique in the page.
+    `review_of`: the build's id when it takes review, which a changed or new snapshot then
+    offers (`child.report.review`), named by its `data-name`."""
     status = escape(snapshot.status)
     unstable = (
         (' data-unstable="true"', ' <span class="badge unstable">unstable</span>')
         if snapshot.unstable
         else ("", "")
     )
+    named = badge = review = ""
+    if review_of is not None and snapshot.status in REVIEWABLE:
+        named = f' data-name="{escape(snapshot.name)}"'
+        badge = decision_badge(snapshot.review)
+        review = snapshot_review(review_of, snapshot.name)
     return (
-        f'<section class="snapshot {status}" data-status="{status}"{unstable[0]} id="{key}"'
-        f' tabindex="-1" aria-labelledby="{key}-title">'
-        f'<h3 id="{key}-title"><span class="badge {status}">{status}</span>{unstable[1]} '
+        f'<section class="snapshot {status}" data-status="{status}"{unstable[0]}{named}'
+        f' id="{key}" tabindex="-1" aria-labelledby="{key}-title">'
+        f'<h3 id="{key}-title"><span class="badge {status}">{status}</span>{unstable[1]}{badge} '
         f"{escape(snapshot.label)}</h3>"
-        f"{_facts(snapshot)}{_body(snapshot, key)}</section>"
+        f"{_facts(snapshot)}{review}{_body(snapshot, key)}</section>"
     )
 
 
