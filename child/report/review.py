@@ -18,8 +18,8 @@ from typing import Literal
 
 from ipc.build_view import BuildView
 
-#: How the commands shown name the program (README's form of it).
-PROGRAM = "python -m supervisor"
+#: How the commands shown name the program (`storyshelf`, the same as `python -m supervisor`).
+PROGRAM = "storyshelf"
 #: The snapshots a review decides on: the others have nothing to accept (`unchanged`) or no
 #: image to accept (`failed`).
 REVIEWABLE = ("changed", "new")

@@ -36,7 +36,7 @@ class Refusal:
 READ_ONLY = Refusal(
     403,
     f"this server is read-only: it was started without {TOKEN_VARIABLE};"
-    " review with `python -m supervisor review`",
+    " review with `storyshelf review`",
 )
 NO_TOKEN = Refusal(401, "an Authorization: Bearer <token> header is required to review")
 WRONG_TOKEN = Refusal(403, "the review token is not this server's")

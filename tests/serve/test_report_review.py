@@ -76,13 +76,11 @@ def test_each_changed_or_new_snapshot_shows_its_commands_shell_quoted() -> None:
     page = Page(render_report(view(snapshot(EVIL, "changed"), snapshot("plain/name", "new"))))
     for name in (EVIL, "plain/name"):
         for verb in ("accept", "reject"):
-            command = (
-                f"python -m supervisor review 7 --{verb} --snapshot {shlex.quote(name)} --by <you>"
-            )
+            command = f"storyshelf review 7 --{verb} --snapshot {shlex.quote(name)} --by <you>"
             assert command in page.codes
-            assert shlex.split(command)[7] == name  # a shell gives the command the name as it is
-    assert "python -m supervisor review 7 --accept --by <you>" in page.codes
-    assert "python -m supervisor review 7 --reject --by <you>" in page.codes
+            assert shlex.split(command)[5] == name  # a shell gives the command the name as it is
+    assert "storyshelf review 7 --accept --by <you>" in page.codes
+    assert "storyshelf review 7 --reject --by <you>" in page.codes
     assert [attrs["data-name"] for attrs in page.having("data-name")] == [EVIL, "plain/name"]
 
 

@@ -252,12 +252,12 @@ def test_the_report_from_disk_shows_the_review_commands_and_fetches_nothing(
     build = page.locator(".review-build .review-commands code")
     expect(build).to_have_text(
         [
-            f"python -m supervisor review {build_id} --accept --by <you>",
-            f"python -m supervisor review {build_id} --reject --by <you>",
+            f"storyshelf review {build_id} --accept --by <you>",
+            f"storyshelf review {build_id} --reject --by <you>",
         ]
     )
     expect(opened.snapshot("button/primary").locator(".review-commands code").first).to_have_text(
-        f"python -m supervisor review {build_id} --accept --snapshot button/primary --by <you>"
+        f"storyshelf review {build_id} --accept --snapshot button/primary --by <you>"
     )
     expect(page.locator(".review-buttons").first).to_be_hidden()
     expect(page.locator(".review-read-only")).to_be_hidden()
