@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "flat_threshold": DEFAULT_FLAT_THRESHOLD,
     "unstable_fails": True,
     "webhook_allow_private": False,
+    "auto_accept": True,
 }
 
 #: What `--flat-threshold` takes to turn the finer pass off (stored as NULL).
@@ -64,6 +65,8 @@ class ProjectSettings:
     unstable_fails: bool = True
     #: Whether its webhooks may reach loopback and private addresses (`ipc.webhook_target`).
     webhook_allow_private: bool = False
+    #: Whether a build on the baseline branch is accepted when it ends.
+    auto_accept: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class SettingsChange:
     baseline_branch: str | None = None
     unstable_fails: bool | None = None
     webhook_allow_private: bool | None = None
+    auto_accept: bool | None = None
 
     def values(self) -> dict[str, Any]:
         """The columns to write: `OFF` is stored as NULL."""
@@ -124,6 +128,7 @@ def load_settings(conn: Connection, project_id: int) -> ProjectSettings:
         flat_threshold=None if row["flat_threshold"] is None else float(row["flat_threshold"]),
         unstable_fails=bool(row["unstable_fails"]),
         webhook_allow_private=bool(row["webhook_allow_private"]),
+        auto_accept=bool(row["auto_accept"]),
     )
 
 

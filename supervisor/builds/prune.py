@@ -56,12 +56,14 @@ from supervisor.db.connection import transaction
 from supervisor.db.tables import (
     UtcDateTime,
     baselines,
+    branch_baselines,
     build_baselines,
     builds,
     capture_attempts,
     capture_shards,
     jobs,
     projects,
+    reviews,
     snapshots,
 )
 
@@ -367,12 +369,14 @@ def _past_cutoff(conn: Connection, cutoff: datetime) -> dict[int, ReportKeys]:
 
 
 def _baseline_builds(conn: Connection) -> set[int]:
-    """The builds `baselines` points at, by its `build_id` or through its snapshots."""
-    direct = select(baselines.c.build_id)
-    through = select(snapshots.c.build_id).join(
-        baselines, baselines.c.snapshot_id == snapshots.c.id
-    )
-    return set(conn.execute(direct.union(through)).scalars())
+    """The builds the project's and the branches' baselines point at, by their `build_id` or
+    through their snapshots."""
+    found: set[int] = set()
+    for table in (baselines, branch_baselines):
+        direct = select(table.c.build_id)
+        through = select(snapshots.c.build_id).join(table, table.c.snapshot_id == snapshots.c.id)
+        found.update(conn.execute(direct.union(through)).scalars())
+    return found
 
 
 def _comparisons(conn: Connection, candidates: set[int]) -> set[tuple[int, int]]:
@@ -467,8 +471,8 @@ def _delete_rows(engine: Engine, batch: Sequence[int]) -> int | None:
 
     No foreign key cascades and neither database defers their checks (PostgreSQL checks a NO
     ACTION key at the end of each statement, SQLite an immediate one likewise), so each table's
-    rows go before the rows they point at: jobs (at shards and builds), frozen baselines (at
-    snapshots), snapshots (at shards, builds and, by `baseline_id`, each other: those of one
+    rows go before the rows they point at: jobs (at shards and builds), reviews and frozen
+    baselines (at snapshots), snapshots (at shards, builds and, by `baseline_id`, each other: those of one
     batch go in one statement), shards and attempts, then the builds. None, with nothing
     deleted, when a row that stays turns out to point at one of them: the plan is stale (a
     build was created or changed since), so this prune deletes no more builds and the next
@@ -478,7 +482,7 @@ def _delete_rows(engine: Engine, batch: Sequence[int]) -> int | None:
     try:
         with transaction(engine) as conn:
             deleted = conn.execute(delete(jobs).where(jobs.c.build_id.in_(batch))).rowcount
-            for table in (build_baselines, snapshots, capture_shards, capture_attempts):
+            for table in (reviews, build_baselines, snapshots, capture_shards, capture_attempts):
                 conn.execute(delete(table).where(table.c.build_id.in_(batch)))
             conn.execute(delete(builds).where(builds.c.id.in_(batch)))
     except IntegrityError as error:

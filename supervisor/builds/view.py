@@ -155,7 +155,9 @@ def format_build(view: BuildView, publishing: str | None = None) -> str:
     lines = [
         f"build {view.id}  {view.project} @ {view.branch}"
         + (f" ({view.commit})" if view.commit else ""),
-        f"status    {view.status}" + (f": {view.error}" if view.error else ""),
+        f"status    {view.status}"
+        + (f", review {view.review}" if view.review else "")
+        + (f": {view.error}" if view.error else ""),
         f"snapshots {counts}",
         f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
         f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
@@ -213,7 +215,11 @@ def _table(rows: tuple[SnapshotView, ...], *, stories: bool) -> list[str]:
 def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
     return (
         snapshot.name,
-        f"{snapshot.status}, unstable" if snapshot.unstable else snapshot.status,
+        ", ".join(
+            part
+            for part in (snapshot.status, snapshot.unstable and "unstable", snapshot.review)
+            if part
+        ),
         "-" if snapshot.diff_pixels is None else str(snapshot.diff_pixels),
         "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
         "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),

@@ -1,6 +1,7 @@
 """`python -m supervisor build ID`: a build's state and every snapshot's result.
 
-Its exit status is the build's verdict, so one CI step can gate on it (`BuildExit`); with
+Its exit status is the build's verdict and review, so one CI step can gate on it
+(`BuildExit`): a changed build passes once a person accepted its changes; with
 `--wait` it first waits for the build to end and for its report to be published (a host's
 `publish` job), so that the command can say where the report opens.
 """
@@ -27,33 +28,38 @@ from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, trans
 class BuildExit(IntEnum):
     """The exit statuses of `build ID`, one per verdict (README and `--help` list them)."""
 
-    PASSED = 0  # every snapshot new or unchanged
-    CHANGED = 1  # some snapshot changed and none failed: a person should look
+    PASSED = 0  # every snapshot new or unchanged, or every change accepted
+    CHANGED = 1  # changes await review: a person should look
     USAGE = 2  # the command line was wrong (argparse's own status; never returned here)
     FAILED = 3  # a snapshot or shard failed, or the build was cancelled
     NOT_ENDED = 4  # still pending or capturing: without --wait, or --timeout ran out
     ERROR = 5  # no such build, or the database cannot be used
+    REJECTED = 6  # a reviewer rejected a change
 
 
-#: A build's status -> the exit status that says it.
-VERDICTS = {
-    "passed": BuildExit.PASSED,
-    "changed": BuildExit.CHANGED,
-    "failed": BuildExit.FAILED,
-    "cancelled": BuildExit.FAILED,
-    "pending": BuildExit.NOT_ENDED,
-    "capturing": BuildExit.NOT_ENDED,
-}
+def verdict(view: BuildView, *, zero_on_changes: bool = False) -> BuildExit:
+    """The exit status that says `view`'s state: a failure first, then a rejection, then
+    changes awaiting review (0 with `zero_on_changes`, as Chromatic's `--exit-zero-on-changes`)."""
+    if not view.ended:
+        return BuildExit.NOT_ENDED
+    if view.status in ("failed", "cancelled"):
+        return BuildExit.FAILED
+    if view.review == "rejected":
+        return BuildExit.REJECTED
+    if view.status == "changed" and view.review != "accepted" and not zero_on_changes:
+        return BuildExit.CHANGED
+    return BuildExit.PASSED
 #: How often `--wait` reads the build: a build takes seconds at least, and a read is one query.
 WAIT_POLL_SECONDS = 1.0
 
 EPILOG = """exit status:
-  0  passed: every snapshot is new or unchanged
-  1  changed: some snapshot changed and none failed
+  0  passed: every snapshot is new or unchanged, or every change was accepted
+  1  changed: changes await review (0 with --exit-zero-on-changes)
   2  the command line was wrong
   3  failed or cancelled
   4  not ended yet (without --wait, or when --timeout ran out)
-  5  no such build, or the database cannot be used"""
+  5  no such build, or the database cannot be used
+  6  a reviewer rejected a change"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the build as JSON")
     parser.add_argument(
         "--wait", action="store_true", help="wait for the build to end (the host does the work)"
+    )
+    parser.add_argument(
+        "--exit-zero-on-changes",
+        action="store_true",
+        help="exit 0 while changes await review (a rejection still exits 6)",
     )
     parser.add_argument(
         "--timeout",
@@ -103,7 +114,7 @@ def execute(args: argparse.Namespace) -> int:
             f"supervisor build: build {view.id} is still {view.status} after {args.timeout:g} s",
             file=sys.stderr,
         )
-    return VERDICTS[view.status]
+    return verdict(view, zero_on_changes=args.exit_zero_on_changes)
 
 
 #: A build as read, with why its report is not there yet (`publish_state`) if it has ended

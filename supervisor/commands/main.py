@@ -21,7 +21,9 @@ from supervisor.commands import (
     migrate,
     project,
     prune,
+    review,
     run,
+    serve,
     status,
 )
 from supervisor.commands.options import CommandParser, add_common
@@ -34,6 +36,8 @@ COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     ("enqueue-build", enqueue_build, "register a build from a folder of PNGs; prints its id"),
     ("status", status, "queue depth, running jobs, recent builds"),
     ("build", build, "a build's state and every snapshot's result"),
+    ("review", review, "accept or reject a build's changes"),
+    ("serve", serve, "serve builds and reports over HTTP, with review"),
     ("cancel", cancel, "cancel a build's jobs"),
     ("project", project, "show or change a project's diff settings"),
     ("prune", prune, "delete old jobs and builds no baseline needs, and files nothing names"),

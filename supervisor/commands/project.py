@@ -85,6 +85,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=False,
         help="changes in snapshots that never settled are shown but do not fail the gate",
     )
+    accept = parser.add_mutually_exclusive_group()
+    accept.add_argument(
+        "--auto-accept",
+        dest="auto_accept",
+        action="store_const",
+        const=True,
+        help="a build on the baseline branch is accepted when it ends (the default)",
+    )
+    accept.add_argument(
+        "--no-auto-accept",
+        dest="auto_accept",
+        action="store_const",
+        const=False,
+        help="builds on the baseline branch wait for a review like any other branch's",
+    )
     parser.add_argument(
         "--webhook",
         type=webhook_url,
@@ -147,6 +162,7 @@ def execute(args: argparse.Namespace) -> int:
         baseline_branch=args.baseline_branch,
         unstable_fails=args.unstable_fails,
         webhook_allow_private=args.webhook_allow_private,
+        auto_accept=args.auto_accept,
     )
     hooks = WebhookChange(
         add=args.webhook,
@@ -188,6 +204,12 @@ def _describe(settings: ProjectSettings, webhooks: list[Webhook]) -> str:
         ("anti-aliasing", "counted" if settings.count_aa else "ignored"),
         ("budget", f"{settings.budget_pixels} pixels"),
         ("unstable", "changes fail the gate" if settings.unstable_fails else "shown, not failing"),
+        (
+            "accepting",
+            f"{settings.baseline_branch} builds when they end, others by review"
+            if settings.auto_accept
+            else "by review only",
+        ),
         (
             "webhook targets",
             "public, loopback and private addresses"

@@ -65,6 +65,7 @@ def read_status(conn: Connection) -> dict[str, Any]:
                 projects.c.name.label("project"),
                 builds.c.branch,
                 builds.c.status,
+                builds.c.review,
                 builds.c.source,
                 *(builds.c[count] for count in SNAPSHOT_STATES),
                 builds.c.created_at,
@@ -109,7 +110,8 @@ def format_status(status: dict[str, Any]) -> str:
         counts = ", ".join(f"{build[state]} {state}" for state in SNAPSHOT_STATES if build[state])
         lines.append(
             f"  {build['id']} {build['project']}/{build['branch']}: {build['status']}"
-            f" ({build['source']}{': ' + counts if counts else ''})"
+            + (f", review {build['review']}" if build["review"] else "")
+            + f" ({build['source']}{': ' + counts if counts else ''})"
         )
         for failed in build["failed_snapshots"]:
             story = f"{failed['title']}: {failed['story']} " if failed["title"] else ""

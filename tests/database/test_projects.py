@@ -35,6 +35,7 @@ def test_showing_a_new_project_creates_it_with_the_defaults(
         "flat_threshold": DEFAULT_FLAT_THRESHOLD,
         "unstable_fails": True,
         "webhook_allow_private": False,
+        "auto_accept": True,
         "webhooks": [],
     }
 
