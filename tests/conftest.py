@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import structlog
+from playwright.sync_api import Browser, sync_playwright
 from sqlalchemy import Engine, text
 
 from ipc.artifacts.store import ArtifactStore
@@ -22,6 +23,7 @@ from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import metadata
 from tests.artifact_stores import STORE_KINDS, StoreKind, new_store
+from tests.chromium import require_chromium
 from tests.hostile import Listeners
 from tests.object_store_server import (
     ENDPOINT_VARIABLE,
@@ -122,3 +124,15 @@ def listeners() -> Iterator[Listeners]:
     watching = Listeners()
     yield watching
     watching.close()
+
+
+@pytest.fixture(scope="module")
+def person_browser() -> Iterator[Browser]:
+    """Debian's Chromium as people's browsers open reports and served pages (root needs
+    --no-sandbox): not the child's, whose network holds only a build's own server."""
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=require_chromium(), args=["--no-sandbox"]
+        )
+        yield launched
+        launched.close()

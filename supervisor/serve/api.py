@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import structlog
@@ -28,22 +28,23 @@ from starlette.responses import JSONResponse
 from supervisor.builds.view import load_build
 from supervisor.commands.options import ID_MAX
 from supervisor.db.connection import transaction
-from supervisor.review.decisions import NoSuchBuild, ReviewRefused, review_build
+from supervisor.db.tables import Decision
+from supervisor.review.decisions import (
+    MAX_BY,
+    MAX_COMMENT,
+    NoSuchBuild,
+    ReviewRefused,
+    review_build,
+)
 from supervisor.serve.auth import CHALLENGE
 from supervisor.serve.context import Problem, serving
 
 log = structlog.get_logger(__name__)
 
-#: A snapshot's review decision (`supervisor.review.decisions.Decision`).
-Decision = Literal["accepted", "rejected"]
 #: What the API's `decision` says -> the decision recorded.
 DECISIONS: dict[str, Decision] = {"accept": "accepted", "reject": "rejected"}
 #: The fields a review's body may have.
 FIELDS = frozenset(("decision", "snapshots", "by", "comment"))
-#: The longest reviewer's name and comment, in characters: a name is a login or an address,
-#: a comment a sentence or a paragraph.
-BY_CHARS = 200
-COMMENT_CHARS = 4000
 #: The longest snapshot name (`supervisor.builds.uploads.MAX_NAME_CHARS`, with room).
 NAME_CHARS = 1000
 #: No caching of answers that change with every review.
@@ -159,8 +160,8 @@ def parse_review(body: bytes) -> ReviewRequest:
     return ReviewRequest(
         decision=DECISIONS[decision],
         names=_names(data.get("snapshots")),
-        by=_text(data.get("by"), "by", BY_CHARS, required=True) or "",
-        comment=_text(data.get("comment"), "comment", COMMENT_CHARS, required=False),
+        by=_text(data.get("by"), "by", MAX_BY, required=True) or "",
+        comment=_text(data.get("comment"), "comment", MAX_COMMENT, required=False),
     )
 
 

@@ -15,14 +15,13 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 from sqlalchemy import Engine
 
 from ipc.publish import latest_pointer
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from tests.capture_helpers import run_build, screens
-from tests.chromium import require_chromium
 
 BUTTON = ((4, 4, 20, 10),)
 
@@ -47,16 +46,6 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, as a person's browser (root needs --no-sandbox)."""
-    path = require_chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-@pytest.fixture(scope="module")
 def served(artifacts: Path) -> Iterator[str]:
     """The artifacts folder over HTTP, as any static web server serves it."""
 
@@ -74,8 +63,8 @@ def served(artifacts: Path) -> Iterator[str]:
     server.server_close()
 
 
-def lands_on_the_report(browser: Browser, url: str) -> None:
-    context = browser.new_context()
+def lands_on_the_report(person_browser: Browser, url: str) -> None:
+    context = person_browser.new_context()
     try:
         page = context.new_page()
         page.goto(url)
@@ -88,12 +77,14 @@ def lands_on_the_report(browser: Browser, url: str) -> None:
 
 
 def test_the_latest_page_opens_the_newest_report_from_disk(
-    artifacts: Path, browser: Browser
+    artifacts: Path, person_browser: Browser
 ) -> None:
     pointer = artifacts / latest_pointer("web", "feature/login")
     assert pointer.name == "login.html"
-    lands_on_the_report(browser, pointer.as_uri())
+    lands_on_the_report(person_browser, pointer.as_uri())
 
 
-def test_the_latest_page_opens_the_newest_report_over_http(served: str, browser: Browser) -> None:
-    lands_on_the_report(browser, f"{served}/{latest_pointer('web', 'feature/login')}")
+def test_the_latest_page_opens_the_newest_report_over_http(
+    served: str, person_browser: Browser
+) -> None:
+    lands_on_the_report(person_browser, f"{served}/{latest_pointer('web', 'feature/login')}")

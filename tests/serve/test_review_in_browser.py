@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, expect
 from sqlalchemy import select
 
 from supervisor.db.tables import builds
-from tests.chromium import require_chromium
 from tests.hosts import ROOT
 from tests.serve.conftest import (
     CHANGED,
@@ -40,16 +39,6 @@ from tests.serve.conftest import (
 
 #: How long the page may take to show what it was asked for, in milliseconds.
 SHOWN_MS = 10_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's Chromium, as a person's browser (root needs --no-sandbox)."""
-    path = require_chromium()
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @dataclass
@@ -72,14 +61,14 @@ OpenReport = Callable[[str], Opened]
 
 
 @pytest.fixture
-def open_report(browser: Browser) -> Iterator[OpenReport]:
+def open_report(person_browser: Browser) -> Iterator[OpenReport]:
     """Opens a URL in a fresh context; on teardown, no page error, and no console error but
     the refusals a test provokes."""
     contexts = []
     opened_pages: list[Opened] = []
 
     def open_(url: str) -> Opened:
-        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context = person_browser.new_context(viewport={"width": 1280, "height": 800})
         contexts.append(context)
         page = context.new_page()
         opened = Opened(page)
