@@ -30,6 +30,11 @@ and how many stories differ between this run and the previous one of the same to
 whose bytes differ, or that one run has and the other not). The table shows medians of ``--runs``
 runs (at least 2, for the last column); the machine is shared, so read ratios, not absolute
 times.
+
+A second table splits a story's time in this host's children by phase (the ``story timings``
+each capture job logs, `child.browser.stopwatch`), in milliseconds per story, beside each tool's
+wall time per story and slot (wall time x slots / stories): what a slot spends on a story,
+start-up and the plan included, against what the story itself took.
 """
 
 from __future__ import annotations
@@ -51,9 +56,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
@@ -62,6 +67,7 @@ if str(REPO) not in sys.path:
 import psutil  # noqa: E402
 
 from benchmarks.queue_bench import print_table  # noqa: E402
+from child.browser.stopwatch import Phase  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
@@ -335,6 +341,8 @@ class Sample:
     first: float | None
     peak_pss: int
     images: dict[str, str]
+    #: This host's children's seconds by phase, summed over the run's stories (`story timings`).
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 class Unavailable(Exception):
@@ -450,7 +458,19 @@ def run_host(storybook: Path, folder: Path) -> Sample:
             f"build {build_id} ended {build['status']} with {len(build['snapshots'])} snapshots"
             + (f": {build['error']}" if build["error"] else "")
         )
-    return Sample(seconds, watch.first, watch.peak, host_images(folder, build))
+    return Sample(seconds, watch.first, watch.peak, host_images(folder, build), phases(log))
+
+
+def phases(log: Path) -> dict[str, float]:
+    """The seconds by phase the run's capture jobs logged (`story timings`), summed."""
+    totals: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if '"story timings"' not in line:
+            continue
+        with contextlib.suppress(ValueError):
+            for phase, seconds in json.loads(line).get("seconds", {}).items():
+                totals[phase] = totals.get(phase, 0.0) + float(seconds)
+    return totals
 
 
 def differed(a: dict[str, str], b: dict[str, str]) -> int:
@@ -547,6 +567,39 @@ def report(tools: list[Tool], what: str, runs: int) -> None:
         print(
             f"host / storycap, stories/s: {host.rate() / theirs.rate():.2f} (> 1: the host is faster)"
         )
+    split(tools)
+
+
+#: The phases in the order a story goes through them.
+PHASE_ORDER: tuple[str, ...] = get_args(Phase)
+
+
+def split(tools: list[Tool]) -> None:
+    """Where a story's time goes in this host's children, by phase, beside each tool's wall
+    time per story and slot; medians of the runs."""
+    host = tools[0]
+    runs = [s for s in host.samples if s.phases and s.images]
+    if not runs:
+        return
+    names = sorted({name for s in runs for name in s.phases}, key=PHASE_ORDER.index)
+    rows = [
+        [
+            name,
+            f"{statistics.median(s.phases.get(name, 0.0) / len(s.images) for s in runs) * 1000:.1f}",
+        ]
+        for name in names
+    ]
+    rows.append(
+        [
+            "(sum of phases)",
+            f"{statistics.median(sum(s.phases.values()) / len(s.images) for s in runs) * 1000:.1f}",
+        ]
+    )
+    for tool in tools:
+        if tool.samples:
+            per_slot = statistics.median(s.seconds * SLOTS / len(s.images) for s in tool.samples)
+            rows.append([f"wall x slots / stories: {tool.name}", f"{per_slot * 1000:.1f}"])
+    print_table("Where a story's time goes (ms per story)", ["phase", "ms"], rows)
 
 
 def main() -> None:

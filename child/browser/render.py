@@ -19,8 +19,11 @@ again at another size), which costs a render, not a page load. Each story then g
    thread is ended with it); the next story gets a new page.
 5. Every CSS animation, transition, Web Animation, SVG animation and video paused at its end (or
    its first frame), the caret hidden, and shots taken until two consecutive ones hash the same
-   (at most `MAX_SHOTS`; the last is kept and the capture says it never settled). A shot covers
-   the story root's box unless the story asks for the viewport or the whole page.
+   (at most `MAX_SHOTS`; the last is kept and the capture says it never settled), or until the
+   first hashes the same as the story's baseline: those bytes were already taken once and kept
+   as the accepted image, so a second shot could only agree with them (an unchanged story, the
+   common case in CI, costs one shot). A shot covers the story root's box unless the story asks
+   for the viewport or the whole page.
 
 Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
 fire on a page whose main thread hangs, so at the deadline the renderers are killed and the
@@ -34,7 +37,7 @@ import dataclasses
 import hashlib
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
@@ -49,6 +52,7 @@ from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_cloc
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, ServeFailures, Site
+from child.browser.stopwatch import Phase, Stopwatch
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
 from child.worker.resources import RefusedForks
 from ipc.storybook import (
@@ -97,6 +101,8 @@ class Capture:
     shots: int = 0
     #: The story's ignore regions in the image, [left, top, width, height] each.
     ignore_boxes: tuple[tuple[int, int, int, int], ...] = ()
+    #: Where its seconds went, by phase (`child.browser.stopwatch`).
+    phases: Mapping[Phase, float] = dataclasses.field(default_factory=dict)
 
 
 class StoryFailed(Exception):
@@ -147,6 +153,7 @@ class StoryRenderer:
         self._switch = switch
         self._cap = cap_seconds
         self._clock = clock
+        self._watch = Stopwatch(clock)
         self._browser: ChildBrowser | None = None
         self._context: BrowserContext | None = None
         self._page: Page | None = None
@@ -166,8 +173,9 @@ class StoryRenderer:
         """The page showing the last story (None before the first, or after a broken one)."""
         return self._page
 
-    def take(self, snapshot: StorySnapshot) -> Capture:
+    def take(self, snapshot: StorySnapshot, baseline_sha256: str | None = None) -> Capture:
         """Render `snapshot`'s story and screenshot it; a failure is a `Capture` with `error`.
+        `baseline_sha256`: its baseline's digest, which a first shot that matches settles.
 
         A story that fails on a page that had shown other stories is tried once more on a fresh
         page before it is failed: what a story before it left behind (a removed root, a broken
@@ -181,7 +189,7 @@ class StoryRenderer:
         never loaded): that raises `OutOfResources` too.
         """
         reused = self._shown is not None
-        capture, reported = self._attempt(snapshot)
+        capture, reported = self._attempt(snapshot, baseline_sha256)
         if capture.error is None or not reused or not reported:
             return capture
         log.info(
@@ -190,13 +198,16 @@ class StoryRenderer:
             error=capture.error,
         )
         self._close_page()
-        retried, _ = self._attempt(snapshot)
+        retried, _ = self._attempt(snapshot, baseline_sha256)
         return dataclasses.replace(retried, seconds=capture.seconds + retried.seconds)
 
-    def _attempt(self, snapshot: StorySnapshot) -> tuple[Capture, bool]:
+    def _attempt(
+        self, snapshot: StorySnapshot, baseline_sha256: str | None
+    ) -> tuple[Capture, bool]:
         """One try at `take`, and whether it failed on an error the story reported (its page
         still whole and in time)."""
         started = self._clock()
+        self._watch.restart()
         story_id = snapshot["story_id"]
         self._broken_by_story = False
         self.guard.story_id = story_id
@@ -206,7 +217,7 @@ class StoryRenderer:
         self._live = browser
         self._watchdog.arm(self._cap, cap_message(self._cap))
         try:
-            png, settled, shots, boxes = self._take(browser, snapshot, started)
+            png, settled, shots, boxes = self._take(browser, snapshot, started, baseline_sha256)
         except StoryFailed as failure:
             message = self._watchdog.fired or str(failure)
             broken = failure.page_broken or self._watchdog.fired is not None
@@ -221,7 +232,10 @@ class StoryRenderer:
                 self._close_page()
                 raise served from None
             refused.blame(f"{story_id}: {message}")
-            capture = Capture(story_id, None, None, None, message, self._clock() - started)
+            capture = Capture(
+                story_id, None, None, None, message, self._clock() - started,
+                phases=dict(self._watch.laps),
+            )  # fmt: skip
             return capture, not broken
         finally:
             self._watchdog.disarm()
@@ -233,24 +247,38 @@ class StoryRenderer:
         seconds = self._clock() - started
         log.debug("story captured", story_id=story_id, seconds=round(seconds, 3), shots=shots)
         digest = hashlib.sha256(png).hexdigest()
-        return Capture(story_id, png, digest, settled, None, seconds, shots, boxes), False
+        capture = Capture(
+            story_id, png, digest, settled, None, seconds, shots, boxes, dict(self._watch.laps)
+        )
+        return capture, False
 
     def _take(
-        self, browser: ChildBrowser, snapshot: StorySnapshot, started: float
+        self,
+        browser: ChildBrowser,
+        snapshot: StorySnapshot,
+        started: float,
+        baseline_sha256: str | None,
     ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
         render_deadline = started + self._cap
+        lap = self._watch.lap
         try:
             page = self._ensure_page(browser, snapshot["viewport"])
             self._emulate(page, snapshot["media"])
+            lap("page")
             self._show(page, snapshot["story_id"], render_deadline, snapshot["globals"])
+            lap("show")
             elapsed = self._await_outcome(page, render_deadline)
+            lap("render")
             delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
             motion = RUN_TO_END_MS if snapshot["pause_animation_at_end"] else FIRST_FRAME_MS
             # Counted from when the story was shown, not from when it finished: a loop that
             # never ends is then held at the same moment however long Storybook took.
             run_clock(page, delay + max(motion - elapsed, 0))
+            lap("motion")
             self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
+            lap("assets")
             self._wait_for_quiet(page, render_deadline)
+            lap("quiet")
         except PlaywrightTimeout:
             raise StoryFailed(cap_message(self._cap), page_broken=True) from None
         except PlaywrightError as error:
@@ -259,8 +287,11 @@ class StoryRenderer:
             self._watchdog.arm(SHOTS_SECONDS, shots_message())
         try:
             deadline = self._clock() + SHOTS_SECONDS
-            png, settled, shots, origin = self._shoot(page, snapshot, deadline)
-            return png, settled, shots, self._ignore_boxes(page, snapshot, png, origin, deadline)
+            png, settled, shots, origin = self._shoot(page, snapshot, deadline, baseline_sha256)
+            lap("shots")
+            boxes = self._ignore_boxes(page, snapshot, png, origin, deadline)
+            lap("boxes")
+            return png, settled, shots, boxes
         except PlaywrightTimeout:
             raise StoryFailed(shots_message(), page_broken=True) from None
         except PlaywrightError as error:
@@ -362,12 +393,12 @@ class StoryRenderer:
             page.wait_for_timeout(POLL_MS)
 
     def _shoot(
-        self, page: Page, snapshot: StorySnapshot, deadline: float
+        self, page: Page, snapshot: StorySnapshot, deadline: float, baseline_sha256: str | None
     ) -> tuple[bytes, bool, int, tuple[int, int]]:
-        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`; with where the
-        last one's top left corner is on the page."""
+        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`, or a first one
+        that hashes as the baseline; with where the last one's top left corner is on the page."""
         at_end = snapshot["pause_animation_at_end"]
-        previous: str | None = None
+        previous = baseline_sha256
         png, origin = b"", (0, 0)
         for shot in range(1, MAX_SHOTS + 1):
             self._call(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +29,7 @@ from child.artifacts.access import JobArtifacts, for_job
 from child.browser.launch import child_browser
 from child.browser.render import Capture, StoryRenderer
 from child.browser.site import Site
+from child.browser.stopwatch import Phase, Stopwatch, add
 from child.capture.shard import (
     SnapshotResult,
     capture_one,
@@ -51,6 +53,8 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     diff_dir = payload["diff_dir"]
     shots = payload["snapshots"]
     results: list[SnapshotResult] = []
+    watch = Stopwatch(time.monotonic)
+    totals: dict[Phase, float] = {}
 
     def beat() -> None:
         progress({"done": len(results), "total": len(shots), "waiting": True})
@@ -69,10 +73,19 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
             capture = (
                 Capture(shot["story_id"], None, None, None, problem, 0.0)
                 if problem
-                else (renderer.take(shot))
+                else renderer.take(shot, (shot.get("baseline") or {}).get("sha256"))
             )
-            results.append(settle(artifacts, diff_dir, shot, capture, options))
+            watch.restart()
+            results.append(settle(artifacts, diff_dir, shot, capture, options, watch))
             progress({"done": done, "total": len(shots), "story_id": shot["story_id"]})
+            watch.lap("progress")
+            add(totals, capture.phases)
+            add(totals, watch.laps)
+    log.info(
+        "story timings",
+        stories=len(shots),
+        seconds={phase: round(seconds, 3) for phase, seconds in totals.items()},
+    )
     log_reads(payload, artifacts)
     return {"snapshots": results}
 
@@ -83,8 +96,10 @@ def settle(
     shot: Mapping[str, Any],
     capture: Capture,
     options: DiffOptions,
+    watch: Stopwatch,
 ) -> SnapshotResult:
-    """One snapshot's result: the capture stored and diffed, or the story's failure."""
+    """One snapshot's result: the capture stored and diffed, or the story's failure; `watch`
+    times storing and diffing."""
     if capture.png is None or capture.sha256 is None:
         result = failed_result(shot, capture.error or "no screenshot")
         result.update(
@@ -96,6 +111,7 @@ def settle(
         )
         return result
     image = store_capture(artifacts, capture.png, capture.sha256)
+    watch.lap("store")
     baseline = shot.get("baseline")
     boxes = [list(box) for box in capture.ignore_boxes]
     compared = {
@@ -107,6 +123,7 @@ def settle(
         "ignore": boxes + list((baseline or {}).get("ignore_boxes") or []),
     }
     result = capture_one(artifacts, diff_dir, compared, snapshot_options(shot, options))
+    watch.lap("diff")
     result.update(
         image=image,
         sha256=capture.sha256,

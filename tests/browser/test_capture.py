@@ -359,3 +359,21 @@ def test_a_modes_globals_render_its_snapshot_and_leave_the_next_story_alone(
         results["example-themes--light-and-dark [dark]"]["sha256"],
         results["example-themes--light-and-dark [light]"]["sha256"],
     ]
+
+
+def test_a_first_shot_that_is_the_baseline_settles_the_story_in_one_shot(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """An unchanged story (the common case in CI) costs one shot: its bytes were already taken
+    and kept once. Any other first shot still needs a second that agrees with it."""
+    story = snapshot("example-button--primary")
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
+        alone = renderer.take(story)
+        same = renderer.take(story, alone.sha256)
+        other = renderer.take(story, "0" * 64)
+    assert alone.error is None and alone.settled and alone.shots == 2
+    assert (same.png, same.settled, same.shots) == (alone.png, True, 1)
+    assert (other.png, other.settled, other.shots) == (alone.png, True, 2)
