@@ -6,8 +6,17 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
 from child.browser.launch import ChildBrowser
 from child.browser.pages import AGENT
+
+#: How long a page may take to give its screenshot. Now and then, on a busy machine, one of a
+#: dozen fresh contexts in a row keeps its renderer from answering for tens of seconds (the
+#: capture's watchdog fails such a story after `SHOTS_SECONDS`): that is not the race this
+#: test is about, so such a page is counted and skipped, and most pages must still answer.
+STALL_MS = 5_000
+ENOUGH_SHOTS = 8
 
 #: Sanity UI's spinner, in short: an SVG arc that a CSS transform animation turns forever.
 SPINNER = """<!doctype html><html><head><style>
@@ -30,6 +39,7 @@ def test_a_spinner_frozen_at_any_moment_of_its_turn_gives_one_image(
     page_file = tmp_path / "spinner.html"
     page_file.write_text(SPINNER)
     digests = set()
+    stalled = 0
     for attempt in range(12):
         context = browser.browser.new_context(viewport={"width": 40, "height": 30})
         try:
@@ -40,7 +50,11 @@ def test_a_spinner_frozen_at_any_moment_of_its_turn_gives_one_image(
             page.wait_for_timeout(attempt % 3 * 10)
             # The turn, and the SVG's own (empty) timeline.
             assert page.evaluate("() => window.__storyshelf.freeze(false, 0)") == 2
-            digests.add(hashlib.sha256(page.screenshot(animations="allow")).hexdigest())
+            shot = page.screenshot(animations="allow", timeout=STALL_MS)
+            digests.add(hashlib.sha256(shot).hexdigest())
+        except PlaywrightTimeout:
+            stalled += 1
         finally:
             context.close()
     assert len(digests) == 1
+    assert stalled <= 12 - ENOUGH_SHOTS, f"{stalled} of 12 pages gave no screenshot"
