@@ -187,9 +187,12 @@ def withdraw(
                 snapshots.c.id.in_(chunk)
             )
         ).all()
-        mine = and_(baselines.c.project_id == project_id)
         for snapshot_id, baseline_id, name in previous:
-            current = and_(mine, baselines.c.name == name, baselines.c.snapshot_id == snapshot_id)
+            current = and_(
+                baselines.c.project_id == project_id,
+                baselines.c.name == name,
+                baselines.c.snapshot_id == snapshot_id,
+            )
             if baseline_id is None:
                 conn.execute(delete(baselines).where(current))
                 continue

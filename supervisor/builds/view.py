@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sqlalchemy import Connection, Select, case, func, select
+from sqlalchemy import Connection, RowMapping, Select, case, func, select
 
 from ipc.build_view import (
     REPORT_ORDER,
@@ -18,7 +18,14 @@ from ipc.build_view import (
     SnapshotView,
     snapshot_from_values,
 )
-from supervisor.db.tables import build_baselines, builds, projects, reviews, snapshots
+from supervisor.db.tables import (
+    SNAPSHOT_STATES,
+    build_baselines,
+    builds,
+    projects,
+    reviews,
+    snapshots,
+)
 
 
 def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) -> BuildView | None:
@@ -54,6 +61,31 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
         unstable=_unstable(conn, build_id),
         unstable_fails=bool(m["unstable_fails"]),
         review=m["review"],
+    )
+
+
+def recent_builds(conn: Connection, limit: int) -> list[RowMapping]:
+    """The `limit` newest builds of every project, newest first, as `status` and `serve` list
+    them: id, project, branch, commit, status, review, source, a count per snapshot state,
+    created_at and finished_at."""
+    return list(
+        conn.execute(
+            select(
+                builds.c.id,
+                projects.c.name.label("project"),
+                builds.c.branch,
+                builds.c.commit,
+                builds.c.status,
+                builds.c.review,
+                builds.c.source,
+                *(builds.c[state] for state in SNAPSHOT_STATES),
+                builds.c.created_at,
+                builds.c.finished_at,
+            )
+            .join(projects, projects.c.id == builds.c.project_id)
+            .order_by(builds.c.id.desc())
+            .limit(limit)
+        ).mappings()
     )
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from supervisor.builds.view import recent_builds
 from supervisor.commands.options import open_database
 from supervisor.db.connection import transaction
-from supervisor.db.tables import SNAPSHOT_STATES, builds, jobs, projects, snapshots
+from supervisor.db.tables import SNAPSHOT_STATES, jobs, snapshots
 
 RECENT_BUILDS = 10
 #: Failed snapshots shown per recent build: enough to see what went wrong; `build ID` has all.
@@ -58,23 +59,8 @@ def read_status(conn: Connection) -> dict[str, Any]:
         )
     ]
     recent: list[dict[str, Any]] = [
-        {key: _iso(value) for key, value in row._mapping.items()}
-        for row in conn.execute(
-            select(
-                builds.c.id,
-                projects.c.name.label("project"),
-                builds.c.branch,
-                builds.c.status,
-                builds.c.review,
-                builds.c.source,
-                *(builds.c[count] for count in SNAPSHOT_STATES),
-                builds.c.created_at,
-                builds.c.finished_at,
-            )
-            .join(projects, projects.c.id == builds.c.project_id)
-            .order_by(builds.c.id.desc())
-            .limit(RECENT_BUILDS)
-        )
+        {key: _iso(value) for key, value in row.items()}
+        for row in recent_builds(conn, RECENT_BUILDS)
     ]
     for build in recent:
         build["failed_snapshots"] = _failed_snapshots(conn, build["id"])

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from html import escape
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from supervisor.builds import view
 from supervisor.db.connection import transaction
-from supervisor.db.tables import builds, projects
+from supervisor.db.tables import SNAPSHOT_STATES
 from supervisor.serve.auth import TOKEN_VARIABLE, ReviewApi
 from supervisor.serve.context import serving
 
@@ -30,7 +31,8 @@ RECENT_BUILDS = 500
 PER_BRANCH = 10
 #: How often the page of a build without a report looks again, in seconds.
 RELOAD_SECONDS = 5
-STATUSES = ("new", "unchanged", "changed", "failed")
+#: The snapshot states a build counts, in the list's column order.
+STATUSES = SNAPSHOT_STATES
 
 STYLE = """
 :root { color-scheme: light dark; --line: #d1d9e0; --muted: #59636e; --accent: #0969da; }
@@ -80,33 +82,18 @@ def _recent(engine: Engine) -> list[BuildRow]:
 
 def recent_builds(conn: Connection, limit: int = RECENT_BUILDS) -> list[BuildRow]:
     """The `limit` newest builds of all projects, newest first."""
-    found = conn.execute(
-        select(
-            builds.c.id,
-            projects.c.name.label("project"),
-            builds.c.branch,
-            builds.c.commit,
-            builds.c.status,
-            builds.c.review,
-            builds.c.created_at,
-            *(builds.c[status] for status in STATUSES),
-        )
-        .join(projects, projects.c.id == builds.c.project_id)
-        .order_by(builds.c.id.desc())
-        .limit(limit)
-    )
     return [
         BuildRow(
-            id=row.id,
-            project=row.project,
-            branch=row.branch,
-            commit=row.commit,
-            status=row.status,
-            review=row.review,
-            counts={status: row._mapping[status] for status in STATUSES},
-            created_at=row.created_at,
+            id=row["id"],
+            project=row["project"],
+            branch=row["branch"],
+            commit=row["commit"],
+            status=row["status"],
+            review=row["review"],
+            counts={state: row[state] for state in STATUSES},
+            created_at=row["created_at"],
         )
-        for row in found
+        for row in view.recent_builds(conn, limit)
     ]
 
 
