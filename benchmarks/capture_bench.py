@@ -15,8 +15,10 @@ capture the same static Storybook build, in the same invocation, alternating run
 - this host, through its command line as a user runs it, in a fresh temporary folder per run
   (a SQLite file and an artifacts folder): ``migrate`` and ``enqueue-build --storybook`` (not
   timed), then ``run --drain --concurrency 2`` (timed: start-up, the ``plan`` job, the captures
-  and the exit), then ``build ID --json`` for the results. When the command line cannot take a
-  Storybook yet, or the build does not end with its snapshots, its row says why;
+  and the exit), then ``build ID --json`` for the results. Then the same again in the same
+  folder (the "unchanged" row): the project's second build of the same Storybook, where every
+  story has its baseline, as in a pull request that changes nothing visible, the common case in
+  CI. When the build does not end with its snapshots, its row says why;
 - storycap (npm, pinned in ``benchmarks/storycap/``, installed by ``npm ci`` into
   ``benchmarks/.cache/``), in simple mode (no addon in the Storybook), on Debian's Chromium
   (``--chromiumPath``) with 2 browsers (``--parallel 2``) and the host's default viewport,
@@ -31,7 +33,7 @@ whose bytes differ, or that one run has and the other not). The table shows medi
 runs (at least 2, for the last column); the machine is shared, so read ratios, not absolute
 times.
 
-A second table splits a story's time in this host's children by phase (the ``story timings``
+A second table splits a story's time in this host's children by phase, for each host row (the ``story timings``
 each capture job logs, `child.browser.stopwatch`), in milliseconds per story, beside each tool's
 wall time per story and slot (wall time x slots / stories): what a slot spends on a story,
 start-up and the plan included, against what the story itself took.
@@ -422,7 +424,9 @@ def host_images(folder: Path, build: dict[str, Any]) -> dict[str, str]:
 
 
 def run_host(storybook: Path, folder: Path) -> Sample:
-    """One host run in `folder`: migrate, enqueue the build, `run --drain`, read the build."""
+    """One host run in `folder`: migrate, enqueue the build, `run --drain`, read the build.
+    Run again in the same folder, the build is the project's second of the same Storybook:
+    every story has its baseline, as in a pull request that changes nothing visible."""
     for step in (
         ["migrate"],
         ["enqueue-build", "--project", "bench", "--branch", "main", "--storybook", str(storybook), "--json"],
@@ -431,7 +435,7 @@ def run_host(storybook: Path, folder: Path) -> Sample:
         if done.returncode != 0:
             raise Unavailable(f"{step[0]} exited {done.returncode}: {first_line(done.stderr)}")
     build_id = int(json.loads(done.stdout)["build_id"])
-    log = folder / "host.log"
+    log = folder / f"host-{build_id}.log"
     images = folder / "artifacts" / "images"
     command = [
         sys.executable, "-m", "supervisor", "run", "--drain",
@@ -516,6 +520,7 @@ def measure(stories: int, runs: int, given: Path | None = None) -> list[Tool]:
     storybook = given or ensure_storybook(stories)
     storycap = ensure_storycap()
     host = Tool(f"this host, {SLOTS} children", [])
+    again = Tool(f"this host, {SLOTS} children, unchanged", [])
     installed = json.loads((storycap.parent.parent / "storycap" / "package.json").read_text())
     theirs = Tool(f"storycap {installed['version']}, {SLOTS} browsers", [])
     with serve(storybook) as url:
@@ -530,20 +535,30 @@ def measure(stories: int, runs: int, given: Path | None = None) -> list[Tool]:
                             sample = run_host(storybook, folder)
                         else:
                             sample = run_storycap(storycap, url, folder)
+                        tool.samples.append(sample)
+                        show(run, runs, tool, sample)
+                        if tool is host:
+                            # The same folder again: a second build, every story a baseline.
+                            sample = run_host(storybook, folder)
+                            again.samples.append(sample)
+                            show(run, runs, again, sample)
                     except Unavailable as error:
                         tool.unavailable = str(error)
                         tool.samples.clear()
+                        if tool is host:
+                            again.samples.clear()
                         print(f"  {tool.name}: not available ({error})", file=sys.stderr)
-                        continue
-                tool.samples.append(sample)
-                print(
-                    f"  run {run + 1}/{runs} {tool.name}: {len(sample.images)} stories in "
-                    f"{sample.seconds:.1f} s, first {sample.first or 0:.2f} s, "
-                    f"peak {sample.peak_pss / MIB:.0f} MiB",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    return [host, theirs]
+    return [host, again, theirs]
+
+
+def show(run: int, runs: int, tool: Tool, sample: Sample) -> None:
+    print(
+        f"  run {run + 1}/{runs} {tool.name}: {len(sample.images)} stories in "
+        f"{sample.seconds:.1f} s, first {sample.first or 0:.2f} s, "
+        f"peak {sample.peak_pss / MIB:.0f} MiB",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def report(tools: list[Tool], what: str, runs: int) -> None:
@@ -562,11 +577,13 @@ def report(tools: list[Tool], what: str, runs: int) -> None:
     for tool in tools:
         if tool.unavailable:
             print(f"{tool.name}: not available ({tool.unavailable})")
-    host, theirs = tools
-    if host.samples and theirs.samples:
-        print(
-            f"host / storycap, stories/s: {host.rate() / theirs.rate():.2f} (> 1: the host is faster)"
-        )
+    *hosts, theirs = tools
+    for host in hosts:
+        if host.samples and theirs.samples:
+            print(
+                f"{host.name} / storycap, stories/s: {host.rate() / theirs.rate():.2f}"
+                " (> 1: the host is faster)"
+            )
     split(tools)
 
 
@@ -574,32 +591,47 @@ def report(tools: list[Tool], what: str, runs: int) -> None:
 PHASE_ORDER: tuple[str, ...] = get_args(Phase)
 
 
+def spent(sample: Sample, phase: str | None) -> float:
+    """A host run's seconds in `phase`, or in every phase."""
+    return sample.phases.get(phase, 0.0) if phase else sum(sample.phases.values())
+
+
+def wall_per_story(tool: Tool) -> float:
+    """A tool's wall time per story and slot (start-up and exit included), median of its runs."""
+    return statistics.median(s.seconds * SLOTS / len(s.images) for s in tool.samples)
+
+
 def split(tools: list[Tool]) -> None:
-    """Where a story's time goes in this host's children, by phase, beside each tool's wall
-    time per story and slot; medians of the runs."""
-    host = tools[0]
-    runs = [s for s in host.samples if s.phases and s.images]
-    if not runs:
+    """Where a story's time goes in this host's children, by phase, for each of its rows, beside
+    each tool's wall time per story and slot; medians of the runs."""
+    *hosts, theirs = tools
+    runs = {host.name: [s for s in host.samples if s.phases and s.images] for host in hosts}
+    shown = [host for host in hosts if runs[host.name]]
+    if not shown:
         return
-    names = sorted({name for s in runs for name in s.phases}, key=PHASE_ORDER.index)
+    names = sorted(
+        {name for host in shown for s in runs[host.name] for name in s.phases},
+        key=PHASE_ORDER.index,
+    )
+
+    def per_story(host: Tool, phase: str | None) -> str:
+        """Milliseconds per story in `phase` (None: all phases), median of the host's runs."""
+        each = [spent(s, phase) / len(s.images) for s in runs[host.name]]
+        return f"{statistics.median(each) * 1000:.1f}"
+
     rows = [
-        [
-            name,
-            f"{statistics.median(s.phases.get(name, 0.0) / len(s.images) for s in runs) * 1000:.1f}",
-        ]
-        for name in names
+        [name or "(sum of phases)", *(per_story(h, name) for h in shown)] for name in [*names, None]
     ]
     rows.append(
-        [
-            "(sum of phases)",
-            f"{statistics.median(sum(s.phases.values()) / len(s.images) for s in runs) * 1000:.1f}",
-        ]
+        ["wall x slots / stories", *(f"{wall_per_story(host) * 1000:.1f}" for host in shown)]
     )
-    for tool in tools:
-        if tool.samples:
-            per_slot = statistics.median(s.seconds * SLOTS / len(s.images) for s in tool.samples)
-            rows.append([f"wall x slots / stories: {tool.name}", f"{per_slot * 1000:.1f}"])
-    print_table("Where a story's time goes (ms per story)", ["phase", "ms"], rows)
+    if theirs.samples:
+        rows.append(
+            [f"wall x slots / stories: {theirs.name}", f"{wall_per_story(theirs) * 1000:.1f}"]
+        )
+    print_table(
+        "Where a story's time goes (ms per story)", ["phase", *(h.name for h in shown)], rows
+    )
 
 
 def main() -> None:

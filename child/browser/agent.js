@@ -277,6 +277,18 @@
       return rootId === null || document.getElementById(rootId) !== null;
     },
 
+    // Everything a shot needs, in one call (each call is a round trip through the driver and
+    // the browser): the page frozen (`freeze`), then the story root's box, the scroll offset and
+    // the ignore regions (`ignoreBoxes`) as the shot will see them.
+    prepare(atEnd, svgSeconds, selectors, limit) {
+      agent.freeze(atEnd, svgSeconds);
+      return {
+        root: agent.rootBox(),
+        scroll: [window.scrollX, window.scrollY],
+        ignore: agent.ignoreBoxes(selectors, limit),
+      };
+    },
+
     // The story root's box in page coordinates, whole pixels around it; null without a root.
     rootBox() {
       const root = document.querySelector('#storybook-root') || document.querySelector('#root');

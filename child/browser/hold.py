@@ -2,8 +2,8 @@
 
 A capture page's timers, animation frames and `performance.now` are Playwright's fake clock,
 paused (`child.browser.pages.open_page(hold_time=True)`). The renderer runs it forward in two
-ways: a frame at a time while it waits for a story to finish rendering (a play function's
-`setTimeout`, a loader's debounce must still fire), and then once by a fixed stretch before the
+ways: in growing steps while it waits for a story to finish rendering, from a frame up (a play
+function's `setTimeout`, a loader's debounce must still fire), and then once by a fixed stretch before the
 shots, so that motion driven by script (a chart's `requestAnimationFrame` tween, a counter on
 `setInterval`, a toast's timeout) reaches the same state on every run and every host, whatever
 the machine's speed: its end (`RUN_TO_END_MS`), or its first frame (`FIRST_FRAME_MS`) for a
@@ -23,7 +23,7 @@ from playwright.sync_api import Page
 
 log = structlog.get_logger(__name__)
 
-#: One frame of the page's clock: how far it runs for each wait while a story renders.
+#: One frame of the page's clock: how far it runs at the first look at a story still rendering.
 FRAME_MS = 16
 #: How far the clock runs before the shots of a story paused at the end of its animations: past
 #: the end of the motion component libraries ship (recharts animates for 1.5 s, Material's

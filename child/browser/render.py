@@ -9,7 +9,7 @@ again at another size), which costs a render, not a page load. Each story then g
    after its play. An error event (`storyErrored`, `storyThrewException`,
    `playFunctionThrewException`, `unhandledErrorsWhilePlaying`, `storyMissing`) fails the
    snapshot with the story's message. The page's clock is held (`child.browser.hold`) and runs
-   a frame for each wait meanwhile.
+   forward at each look meanwhile while no request is in flight, a frame first, then further.
 2. The story's own delay and its animations, in the page's time: the clock runs forward by the
    delay, then to the end of the story's motion (or one frame, for a story paused at its start).
 3. Fonts loaded, every image complete (a blocked one fails at once), and a quiet network: no
@@ -75,6 +75,8 @@ QUIET_SECONDS = 0.1
 SHOTS_SECONDS = 10.0
 #: How often a wait on the page looks again, in milliseconds.
 POLL_MS = 20
+#: The most the page's clock runs at one look at a story still rendering (`_await_outcome`).
+MAX_STEP_MS = 256
 #: How long a story that reported an error may take to finish: Storybook tears its render down
 #: after it, and the next story must not start before.
 ERROR_SETTLE_SECONDS = 1.0
@@ -287,10 +289,8 @@ class StoryRenderer:
             self._watchdog.arm(SHOTS_SECONDS, shots_message())
         try:
             deadline = self._clock() + SHOTS_SECONDS
-            png, settled, shots, origin = self._shoot(page, snapshot, deadline, baseline_sha256)
+            png, settled, shots, boxes = self._shoot(page, snapshot, deadline, baseline_sha256)
             lap("shots")
-            boxes = self._ignore_boxes(page, snapshot, png, origin, deadline)
-            lap("boxes")
             return png, settled, shots, boxes
         except PlaywrightTimeout:
             raise StoryFailed(shots_message(), page_broken=True) from None
@@ -302,11 +302,15 @@ class StoryRenderer:
         time (ms); raise `StoryFailed` with the error it reported, once it finished or had its
         time to.
 
-        The page's clock runs a frame for each wait while no request is in flight: then only
-        a timer can be what the story waits for (a play function's typing, a debounce). While
-        its files load, time stands still, so that a story that needs no timer to render is
-        rendered at the instant it was shown, however slow the machine."""
+        While its files load, the page's time stands still, so that a story that needs no timer
+        to render is rendered at the instant it was shown, however slow the machine. With no
+        request in flight only a timer can be what the story waits for (Storybook 9's 100 ms
+        wait for animations, a play function's typing, a debounce): the clock then runs a frame,
+        and twice as far at each look after, up to `MAX_STEP_MS` (Storybook's wait is passed at
+        the third look, not the seventh); from there a look waits `POLL_MS` of real time too,
+        so a story that never finishes is looked at, not spun."""
         errored_at: float | None = None
+        step = FRAME_MS
         while True:
             outcome = self._call(page, "() => window.__storyshelf.outcome()", None, deadline)
             if outcome is not None and "error" not in outcome:
@@ -319,8 +323,11 @@ class StoryRenderer:
                 raise PlaywrightTimeout("the story did not finish rendering")
             self._beat_now()
             if self._in_flight == 0:
-                run_clock(page, FRAME_MS)
-            page.wait_for_timeout(FRAME_MS)
+                run_clock(page, step)
+                if step < MAX_STEP_MS and errored_at is None:
+                    step = min(2 * step, MAX_STEP_MS)
+                    continue
+            page.wait_for_timeout(POLL_MS)
 
     def _ensure_page(self, browser: ChildBrowser, viewport: Viewport) -> Page:
         if self._page is not None and (self._crashed or self._browser is not browser):
@@ -394,30 +401,37 @@ class StoryRenderer:
 
     def _shoot(
         self, page: Page, snapshot: StorySnapshot, deadline: float, baseline_sha256: str | None
-    ) -> tuple[bytes, bool, int, tuple[int, int]]:
+    ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
         """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`, or a first one
-        that hashes as the baseline; with where the last one's top left corner is on the page."""
-        at_end = snapshot["pause_animation_at_end"]
+        that hashes as the baseline; with the last one's ignore boxes."""
         previous = baseline_sha256
-        png, origin = b"", (0, 0)
+        png, view, origin = b"", {}, (0, 0)
         for shot in range(1, MAX_SHOTS + 1):
-            self._call(
+            view = self._call(
                 page,
-                "([atEnd, seconds]) => window.__storyshelf.freeze(atEnd, seconds)",
-                [at_end, RUN_TO_END_MS / 1000],
+                "([atEnd, seconds, selectors, limit]) =>"
+                " window.__storyshelf.prepare(atEnd, seconds, selectors, limit)",
+                [
+                    snapshot["pause_animation_at_end"],
+                    RUN_TO_END_MS / 1000,
+                    [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]],
+                    MAX_IGNORE_BOXES,
+                ],
                 deadline,
             )
-            png, origin = self._screenshot(page, snapshot, deadline)
+            png, origin = self._screenshot(page, snapshot, view, deadline)
             digest = hashlib.sha256(png).hexdigest()
             if digest == previous:
-                return png, True, shot, origin
+                return png, True, shot, self._ignore_boxes(snapshot, view["ignore"], png, origin)
             previous = digest
         log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
-        return png, False, MAX_SHOTS, origin
+        return png, False, MAX_SHOTS, self._ignore_boxes(snapshot, view["ignore"], png, origin)
 
     def _screenshot(
-        self, page: Page, snapshot: StorySnapshot, deadline: float
+        self, page: Page, snapshot: StorySnapshot, view: dict[str, Any], deadline: float
     ) -> tuple[bytes, tuple[int, int]]:
+        """The shot `snapshot` asks for, of the page as `view` (the agent's `prepare`) saw it,
+        and where its top left corner is on the page."""
         crop = snapshot["crop"]
         common: dict[str, Any] = {
             "type": "png",
@@ -427,7 +441,7 @@ class StoryRenderer:
             "timeout": self._remaining_ms(deadline),
         }
         if crop == "root":
-            box = self._call(page, "() => window.__storyshelf.rootBox()", None, deadline)
+            box = view["root"]
             if box and box["width"] > 0 and box["height"] > 0:
                 # A whole-page shot resizes the page and lays it out again, twice: only a root
                 # that reaches past the viewport needs one.
@@ -440,25 +454,18 @@ class StoryRenderer:
             log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
         if crop == "page":
             return page.screenshot(full_page=True, **common), (0, 0)
-        scrolled = self._call(page, "() => [window.scrollX, window.scrollY]", None, deadline)
-        return page.screenshot(**common), (int(scrolled[0]), int(scrolled[1]))
+        scroll_x, scroll_y = view["scroll"]
+        return page.screenshot(**common), (int(scroll_x), int(scroll_y))
 
     def _ignore_boxes(
         self,
-        page: Page,
         snapshot: StorySnapshot,
+        found: dict[str, Any],
         png: bytes,
         origin: tuple[int, int],
-        deadline: float,
     ) -> tuple[Box, ...]:
-        """The boxes of the story's ignore regions in its image, cut to the image."""
-        selectors = [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]]
-        found = self._call(
-            page,
-            "([selectors, limit]) => window.__storyshelf.ignoreBoxes(selectors, limit)",
-            [selectors, MAX_IGNORE_BOXES],
-            deadline,
-        )
+        """The boxes of the story's ignore regions in its image, cut to the image, from what the
+        agent found (`ignoreBoxes`); notes a page the story left broken."""
         if found["bad"]:
             log.info("ignore selectors the browser cannot read", selectors=found["bad"])
         if not found["whole"]:

@@ -75,9 +75,9 @@ class Site:
 
     def __init__(self, build: StoredBuild) -> None:
         self.build = build
-        handler = type("BuildHandler", (_Handler,), {"build": build})
+        self._handler: type[_Handler] = type("BuildHandler", (_Handler,), {"build": build})
         with network.entered():  # listening where the browser is, and nowhere else
-            self._server = _SiteServer(("127.0.0.1", 0), handler)
+            self._server = _SiteServer(("127.0.0.1", 0), self._handler)
         self.origin = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="storybook-site", daemon=True
@@ -87,6 +87,12 @@ class Site:
         except RuntimeError as error:  # no thread to be had: the host's trouble, not the job's
             self._server.server_close()
             raise OutOfResources(f"out of resources: {error}") from error
+
+    def serve(self, build: StoredBuild) -> None:
+        """Serve `build`'s files through its own artifacts from now on: the same files (the
+        same manifest), read for another job of the build (`child.storybook.kept`)."""
+        self.build = build
+        self._handler.build = build
 
     def url(self, path: str) -> str:
         """The URL of `path` (with its query) on this server."""

@@ -3,7 +3,7 @@
 A shard's capture logs the sum of each phase over its stories (`story timings`, at info), so
 that where capture time goes is read from any host's log and from `benchmarks/capture_bench.py`,
 not guessed: the switch to the story, its render, the held clock run to the end of its motion,
-assets, the quiet-network window, the shots, the ignore boxes, then storing, diffing and
+assets, the quiet-network window, the shots (with the ignore boxes), then storing, diffing and
 reporting progress.
 """
 
@@ -14,8 +14,7 @@ from typing import Literal
 
 #: The phases of one story's capture, in the order they run.
 Phase = Literal[
-    "page", "show", "render", "motion", "assets", "quiet", "shots", "boxes", "store", "diff",
-    "progress",
+    "page", "show", "render", "motion", "assets", "quiet", "shots", "store", "diff", "progress",
 ]  # fmt: skip
 
 

@@ -7,7 +7,8 @@ content-addressed at `images/<sha[:2]>/<sha>.png` in the artifact store (written
 file and stored when whole, so no reader ever sees half of one: `child.artifacts`), and compared with its baseline
 exactly as an uploaded image is (`capture_one`), with the snapshot's own threshold and
 anti-aliasing setting over the project's when it has them. Progress is reported after every
-story, so a long shard is never mistaken for a hung child.
+story, so a long shard is never mistaken for a hung child. The page is kept for the child's
+next shard of the same build (`child.storybook.kept`).
 
 Each result is the screenshot capture's plus `ipc.storybook.STORY_RESULT_FIELDS` (the story's
 render time among them, which the host's metrics read). A story that
@@ -27,8 +28,7 @@ import structlog
 
 from child.artifacts.access import JobArtifacts, for_job
 from child.browser.launch import child_browser
-from child.browser.render import Capture, StoryRenderer
-from child.browser.site import Site
+from child.browser.render import Capture
 from child.browser.stopwatch import Phase, Stopwatch, add
 from child.capture.shard import (
     SnapshotResult,
@@ -38,6 +38,7 @@ from child.capture.shard import (
     log_reads,
 )
 from child.diff.compare import DiffOptions
+from child.storybook.kept import build_page
 from child.storybook.stored import load
 from child.worker import resources
 from ipc.artifacts.keys import image_key
@@ -62,12 +63,10 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     artifacts = for_job(payload["artifacts"], beat)
     build = load(artifacts, payload["storybook"])
 
-    child_browser(beat)  # launched (or found alive) before the first story: it can take seconds
+    # Launched (or found alive) before the first story: it can take seconds.
+    browser = child_browser(beat)
     progress({"done": 0, "total": len(shots)})
-    with (
-        Site(build) as site,
-        StoryRenderer(site, beat=beat, browser=lambda: child_browser(beat)) as renderer,
-    ):
+    with build_page(payload, build, browser, beat) as renderer:
         for done, shot in enumerate(shots, start=1):
             problem = shot.get("problem")
             capture = (

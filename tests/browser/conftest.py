@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from child.browser.launch import ChildBrowser, child_browser, discard_child_browser
+from child.storybook import kept
 from ipc.artifacts.folder import FolderStore
 from ipc.storybook import (
     DEFAULT_MEDIA,
@@ -41,8 +42,10 @@ OPTIONS = {
 def browser() -> Iterator[ChildBrowser]:
     """The child's browser, launched once for the module, as a child launches it."""
     require_chromium()
+    kept.close()
     discard_child_browser()
     yield child_browser()
+    kept.close()
     discard_child_browser()
 
 

@@ -1,0 +1,87 @@
+"""A build's page, kept from one of its capture jobs to the next in the same child.
+
+A build's stories come in shards of about twenty (`supervisor.builds.plan`), and a child often
+captures several shards of one build in a row. A fresh context, the preview's load and its first
+story cost about as much as a dozen stories once loaded, so the page, the build's server and the
+renderer of a capture job that ended normally are kept for the child's next capture job of the
+same build (same build, stored Storybook and store, in the same browser). A job of anything else
+closes them first; a job that raised (a cancel, a store gone, a browser that cannot be launched)
+closes them rather than hand the next job a page in a state nobody knows. What each job brings
+of its own is swapped in: its beat, and its artifacts, which the build's server reads through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from child.browser.launch import ChildBrowser, child_browser
+from child.browser.render import StoryRenderer
+from child.browser.site import Site
+from child.storybook.stored import StoredBuild
+
+
+class JobBeat:
+    """The beat of the job that uses the kept page now (nothing between jobs)."""
+
+    def __init__(self) -> None:
+        self.job: Callable[[], None] = lambda: None
+
+    def __call__(self) -> None:
+        self.job()
+
+
+@dataclass
+class KeptPage:
+    key: tuple[Any, ...]
+    browser: ChildBrowser
+    site: Site
+    renderer: StoryRenderer
+    beat: JobBeat
+
+    def close(self) -> None:
+        try:
+            self.renderer.close()
+        finally:
+            self.site.close()
+
+
+_kept: KeptPage | None = None
+
+
+@contextlib.contextmanager
+def build_page(
+    payload: dict[str, Any], build: StoredBuild, browser: ChildBrowser, beat: Callable[[], None]
+) -> Iterator[StoryRenderer]:
+    """The renderer of `payload`'s build, kept from the job before when it was of the same
+    build in the same `browser`, else a new one; kept after the block unless it raised."""
+    global _kept
+    key = (payload["artifacts"], payload["build_id"], payload["storybook"]["sha256"])
+    if _kept is not None and (_kept.key != key or _kept.browser is not browser):
+        close()
+    if _kept is None:
+        holder = JobBeat()
+        site = Site(build)
+        renderer = StoryRenderer(site, beat=holder, browser=lambda: child_browser(holder))
+        _kept = KeptPage(key, browser, site, renderer, holder)
+    else:
+        _kept.site.serve(build)
+    kept = _kept
+    kept.beat.job = beat
+    try:
+        yield kept.renderer
+    except BaseException:
+        close()
+        raise
+    finally:
+        kept.beat.job = lambda: None
+
+
+def close() -> None:
+    """Close the kept page, its renderer and its server, if any."""
+    global _kept
+    kept, _kept = _kept, None
+    if kept is not None:
+        kept.close()
