@@ -627,7 +627,11 @@ def split(tools: list[Tool]) -> None:
     )
     if theirs.samples:
         rows.append(
-            [f"wall x slots / stories: {theirs.name}", f"{wall_per_story(theirs) * 1000:.1f}"]
+            [
+                f"wall x slots / stories: {theirs.name}",
+                f"{wall_per_story(theirs) * 1000:.1f}",
+                *[""] * (len(shown) - 1),
+            ]
         )
     print_table(
         "Where a story's time goes (ms per story)", ["phase", *(h.name for h in shown)], rows

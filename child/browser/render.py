@@ -33,6 +33,7 @@ next; a browser that dies fails its story and is launched again for the next (`c
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import struct
@@ -44,7 +45,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import structlog
-from playwright.sync_api import BrowserContext, Page, Request
+from playwright.sync_api import BrowserContext, CDPSession, Page, Request
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -159,6 +160,8 @@ class StoryRenderer:
         self._browser: ChildBrowser | None = None
         self._context: BrowserContext | None = None
         self._page: Page | None = None
+        #: The page's own DevTools session, which takes its screenshots.
+        self._devtools: CDPSession | None = None
         self._shown: str | None = None
         self._viewport: Viewport | None = None
         self._media: Media = DEFAULT_MEDIA
@@ -277,7 +280,9 @@ class StoryRenderer:
             # never ends is then held at the same moment however long Storybook took.
             run_clock(page, delay + max(motion - elapsed, 0))
             lap("motion")
-            self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
+            assets = "() => window.__storyshelf.assetsReady()"
+            if not self._call(page, assets, None, render_deadline):  # mostly ready at once
+                self._poll(page, assets, render_deadline)
             lap("assets")
             self._wait_for_quiet(page, render_deadline)
             lap("quiet")
@@ -334,6 +339,7 @@ class StoryRenderer:
             self._close_page()
         if self._page is None:
             self._context, self._page = open_page(browser, self.guard, viewport, hold_time=True)
+            self._devtools = self._context.new_cdp_session(self._page)
             self._browser = browser
             self._viewport = viewport
             self._media = DEFAULT_MEDIA
@@ -431,31 +437,47 @@ class StoryRenderer:
         self, page: Page, snapshot: StorySnapshot, view: dict[str, Any], deadline: float
     ) -> tuple[bytes, tuple[int, int]]:
         """The shot `snapshot` asks for, of the page as `view` (the agent's `prepare`) saw it,
-        and where its top left corner is on the page."""
+        and where its top left corner is on the page.
+
+        Asked of the DevTools protocol directly, as Playwright's own screenshot asks it (the same
+        clip, the same bytes), without the calls Playwright makes around it: a caret style put
+        in and taken out again (the agent's style hides carets for good), the page's metrics
+        and size asked again (`view` has them). A root that reaches past the viewport is shot
+        beyond it, without resizing the page."""
+        width, height = snapshot["viewport"]["width"], snapshot["viewport"]["height"]
+        scroll_x, scroll_y = (int(v) for v in view["scroll"])
+        page_width, page_height = (int(v) for v in view["size"])
         crop = snapshot["crop"]
-        common: dict[str, Any] = {
-            "type": "png",
-            "animations": "allow",  # paused by the agent, at the story's chosen frame
-            "caret": "hide",
-            "scale": "css",
-            "timeout": self._remaining_ms(deadline),
-        }
-        if crop == "root":
-            box = view["root"]
-            if box and box["width"] > 0 and box["height"] > 0:
-                # A whole-page shot resizes the page and lays it out again, twice: only a root
-                # that reaches past the viewport needs one.
-                viewport = snapshot["viewport"]
-                inside = box["x"] + box["width"] <= viewport["width"] and (
-                    box["y"] + box["height"] <= viewport["height"]
-                )
-                png = page.screenshot(clip=box, full_page=not inside, **common)
-                return png, (box["x"], box["y"])
+        box = view["root"]
+        if crop == "root" and not (box and box["width"] > 0 and box["height"] > 0):
             log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
-        if crop == "page":
-            return page.screenshot(full_page=True, **common), (0, 0)
-        scroll_x, scroll_y = view["scroll"]
-        return page.screenshot(**common), (int(scroll_x), int(scroll_y))
+            crop = "viewport"
+        if crop == "root":
+            left, top = max(0, box["x"]), max(0, box["y"])
+            right = min(page_width, box["x"] + box["width"])
+            bottom = min(page_height, box["y"] + box["height"])
+            clip = (left, top, max(1, right - left), max(1, bottom - top))
+        elif crop == "page":
+            clip = (0, 0, page_width, page_height)
+        else:
+            clip = (scroll_x, scroll_y, width, height)
+        x, y, clip_width, clip_height = clip
+        beyond = not (
+            scroll_x <= x
+            and scroll_y <= y
+            and x + clip_width <= scroll_x + width
+            and y + clip_height <= scroll_y + height
+        )
+        assert self._devtools is not None, "a page is open"
+        shot = self._devtools.send(
+            "Page.captureScreenshot",
+            {
+                "format": "png",
+                "clip": {"x": x, "y": y, "width": clip_width, "height": clip_height, "scale": 1},
+                "captureBeyondViewport": beyond,
+            },
+        )
+        return base64.b64decode(shot["data"]), (x, y)
 
     def _ignore_boxes(
         self,
@@ -545,6 +567,7 @@ class StoryRenderer:
 
     def _close_page(self) -> None:
         context, self._context, self._page, self._shown = self._context, None, None, None
+        self._devtools = None
         if context is not None:
             try:
                 context.close()

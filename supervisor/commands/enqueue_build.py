@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from ipc.artifacts.store import StoreError
 from supervisor.builds.files import UploadError
+from supervisor.builds.plan import SNAPSHOTS_PER_SHARD as STORIES_PER_SHARD
 from supervisor.builds.projects import ProjectError
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.uploads import (
@@ -46,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shards",
         type=whole(1, ID_MAX),
         help="capture jobs to split the build into (default: one per "
-        f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, one per 20 snapshots)",
+        f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, one per "
+        f"{STORIES_PER_SHARD} stories)",
     )
     parser.add_argument("--commit", help="commit SHA the build was made at")
     parser.add_argument(

@@ -105,14 +105,14 @@ def test_a_plan_becomes_shards_and_capture_jobs_with_the_frozen_baselines(
     assert by_name["b--two [1200]"]["threshold"] == 0.3
 
 
-def test_without_shards_asked_for_a_shard_takes_twenty_snapshots(
+def test_without_shards_asked_for_a_shard_takes_ten_snapshots(
     engine: Engine, tmp_path: Path
 ) -> None:
     job = queue_plan(engine, tmp_path / "artifacts")
     shots = [story(f"s--{index:02}") for index in range(45)]
     record(engine, job, planned(*shots), tmp_path / "artifacts")
     sizes = [len(j["data"]["snapshots"]) for j in rows(engine, jobs) if j["kind"] == "capture"]
-    assert sizes == [15, 15, 15]
+    assert sizes == [9, 9, 9, 9, 9]  # 45 stories: 5 shards, split evenly
 
 
 def test_a_plan_that_cannot_open_its_storybook_fails_the_build_with_the_browser_message(
