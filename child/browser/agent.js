@@ -278,22 +278,13 @@
     },
 
     // Everything a shot needs, in one call (each call is a round trip through the driver and
-    // the browser): the page frozen (`freeze`), then the story root's box, the scroll offset,
-    // the page's size and the ignore regions (`ignoreBoxes`) as the shot will see them.
+    // the browser): the page frozen (`freeze`), then the story root's box, the scroll offset
+    // and the ignore regions (`ignoreBoxes`) as the shot will see them.
     prepare(atEnd, svgSeconds, selectors, limit) {
       agent.freeze(atEnd, svgSeconds);
-      const body = document.body;
-      const html = document.documentElement;
-      const extent = (side) => Math.max(
-        body ? body[`scroll${side}`] : 0, html ? html[`scroll${side}`] : 0,
-        body ? body[`offset${side}`] : 0, html ? html[`offset${side}`] : 0,
-        body ? body[`client${side}`] : 0, html ? html[`client${side}`] : 0,
-      );
       return {
         root: agent.rootBox(),
         scroll: [window.scrollX, window.scrollY],
-        // The whole page's size, measured as Playwright measures it for a full-page shot.
-        size: [extent('Width'), extent('Height')],
         ignore: agent.ignoreBoxes(selectors, limit),
       };
     },

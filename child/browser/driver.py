@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import psutil
@@ -33,6 +33,9 @@ log = structlog.get_logger(__name__)
 
 #: How long the driver may take to start and answer (measured: 0.4 s on an idle host).
 START_SECONDS = 30.0
+#: The driver's Node.js keeps a young generation of 1 MiB halves, not 16: 22 MiB less PSS per
+#: child (140 -> 118 MiB, 40 stories), no CPU measurably (60 stories, two runs each way).
+NODE_OPTIONS = "--max-semi-space-size=1"
 
 
 @dataclass
@@ -72,7 +75,8 @@ def start(beat: Callable[[], None] = lambda: None, timeout: float = START_SECOND
     with Watchdog(lambda: _kill(_children() - before), beat=beat) as watchdog:
         watchdog.arm(timeout, late)
         try:
-            playwright = sync_playwright().start()
+            with _node_options(NODE_OPTIONS):
+                playwright = sync_playwright().start()
         except Exception as error:
             failure = late if watchdog.fired else f"Playwright's driver did not start: {error}"
             _kill(_children() - before)
@@ -85,6 +89,21 @@ def start(beat: Callable[[], None] = lambda: None, timeout: float = START_SECOND
     pid = next(iter(started)) if len(started) == 1 else None
     log.debug("browser driver started", driver_pid=pid)
     return Driver(playwright, pid)
+
+
+@contextlib.contextmanager
+def _node_options(options: str) -> Iterator[None]:
+    """`options` added to `NODE_OPTIONS` for a Node.js started in the block (the environment
+    it inherits), after any the host was given: where both set one, this wins."""
+    given = os.environ.get("NODE_OPTIONS")
+    os.environ["NODE_OPTIONS"] = f"{given} {options}" if given else options
+    try:
+        yield
+    finally:
+        if given is None:
+            del os.environ["NODE_OPTIONS"]
+        else:
+            os.environ["NODE_OPTIONS"] = given
 
 
 _current: Driver | None = None

