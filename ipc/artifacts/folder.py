@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,13 +119,16 @@ class FolderStore:
     def writer(self, key: str) -> Iterator[BinaryIO]:
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+        # Made as any file the host writes is (mode 0666 less the umask, like the images: a
+        # report's pages readable by the user's web server), where `mkstemp` would give 0600.
+        temporary = target.parent / f".upload-{os.urandom(8).hex()}"
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         try:
             with os.fdopen(handle, "wb") as out:
                 yield out
             os.replace(temporary, target)
         except BaseException:
-            Path(temporary).unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
             raise
 
     def read_bytes(self, key: str) -> bytes:

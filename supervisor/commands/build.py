@@ -49,6 +49,8 @@ def verdict(view: BuildView, *, zero_on_changes: bool = False) -> BuildExit:
     if view.status == "changed" and view.review != "accepted" and not zero_on_changes:
         return BuildExit.CHANGED
     return BuildExit.PASSED
+
+
 #: How often `--wait` reads the build: a build takes seconds at least, and a read is one query.
 WAIT_POLL_SECONDS = 1.0
 
@@ -86,32 +88,32 @@ def execute(args: argparse.Namespace) -> int:
     """Print a build's state and every snapshot's result; the exit status is its verdict."""
     if args.timeout is not None and (not args.wait or args.timeout <= 0):
         print(
-            "supervisor build: --timeout takes --wait and a number of seconds above 0",
+            "storyshelf build: --timeout takes --wait and a number of seconds above 0",
             file=sys.stderr,
         )
         return BuildExit.USAGE
     try:
         engine = open_database(args.database_url)
     except DatabaseProblem as error:
-        print(f"supervisor build: {error}", file=sys.stderr)
+        print(f"storyshelf build: {error}", file=sys.stderr)
         return BuildExit.ERROR
     try:
         view, publishing = _read(engine, args) if not args.wait else _wait(engine, args)
     except DatabaseProblem as error:
-        print(f"supervisor build: {error}", file=sys.stderr)
+        print(f"storyshelf build: {error}", file=sys.stderr)
         return BuildExit.ERROR
     except KeyboardInterrupt:
-        print(f"supervisor build: stopped waiting for build {args.build_id}", file=sys.stderr)
+        print(f"storyshelf build: stopped waiting for build {args.build_id}", file=sys.stderr)
         return BuildExit.NOT_ENDED
     finally:
         engine.dispose()
     if view is None:
-        print(f"supervisor build: no build with id {args.build_id}", file=sys.stderr)
+        print(f"storyshelf build: no build with id {args.build_id}", file=sys.stderr)
         return BuildExit.ERROR
     print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, publishing))
     if args.wait and not view.ended:
         print(
-            f"supervisor build: build {view.id} is still {view.status} after {args.timeout:g} s",
+            f"storyshelf build: build {view.id} is still {view.status} after {args.timeout:g} s",
             file=sys.stderr,
         )
     return verdict(view, zero_on_changes=args.exit_zero_on_changes)
@@ -164,7 +166,7 @@ def _wait(
             reading = _read(engine, args, mending=not mended)
         except DatabaseUnavailable as error:
             if not said_unavailable:
-                print(f"supervisor build: waiting for the database: {error}", file=sys.stderr)
+                print(f"storyshelf build: waiting for the database: {error}", file=sys.stderr)
                 said_unavailable = True
             reading = None
         else:

@@ -22,7 +22,7 @@ def execute(args: argparse.Namespace) -> int:
         with transaction(engine) as conn:
             outcome = cancel_build(conn, args.build_id)
     except LookupError as error:
-        print(f"supervisor cancel: {error}", file=sys.stderr)
+        print(f"storyshelf cancel: {error}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()

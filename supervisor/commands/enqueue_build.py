@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from ipc.artifacts.store import StoreError
 from supervisor.builds.files import UploadError
+from supervisor.builds.plan import FIRST_SHARD_STORIES
 from supervisor.builds.plan import SNAPSHOTS_PER_SHARD as STORIES_PER_SHARD
 from supervisor.builds.projects import ProjectError
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
@@ -47,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shards",
         type=whole(1, ID_MAX),
         help="capture jobs to split the build into (default: one per "
-        f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, one per "
-        f"{STORIES_PER_SHARD} stories)",
+        f"{SNAPSHOTS_PER_SHARD} snapshots for images; for a Storybook, a first of "
+        f"{FIRST_SHARD_STORIES} stories, whose results come first, then one per "
+        f"{STORIES_PER_SHARD})",
     )
     parser.add_argument("--commit", help="commit SHA the build was made at")
     parser.add_argument(
@@ -64,7 +66,7 @@ def execute(args: argparse.Namespace) -> int:
         args.artifacts.check()
         queued = _storybook(engine, args) if args.storybook else _images(engine, args)
     except (UploadError, ProjectError, StoreError) as error:
-        print(f"supervisor enqueue-build: {error}", file=sys.stderr)
+        print(f"storyshelf enqueue-build: {error}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()
@@ -74,7 +76,7 @@ def execute(args: argparse.Namespace) -> int:
 
 def _progress(line: str) -> None:
     """A large upload's progress, on stderr: stdout is the build's id (or its JSON)."""
-    print(f"supervisor enqueue-build: {line}", file=sys.stderr, flush=True)
+    print(f"storyshelf enqueue-build: {line}", file=sys.stderr, flush=True)
 
 
 def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from supervisor import logs
@@ -26,14 +27,18 @@ from supervisor.commands import (
     serve,
     status,
 )
-from supervisor.commands.options import CommandParser, add_common
+from supervisor.commands.options import PROGRAM, CommandParser, add_common
 from supervisor.db.connection import DatabaseProblem
 
 #: Each command: its module and what it does, as `--help` shows it.
 COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
     ("run", run, "the capture host: claim and run jobs until SIGTERM (then drain)"),
     ("migrate", migrate, "create or upgrade the schema"),
-    ("enqueue-build", enqueue_build, "register a build from a folder of PNGs; prints its id"),
+    (
+        "enqueue-build",
+        enqueue_build,
+        "register a build of a Storybook static build or a folder of PNGs; prints its id",
+    ),
     ("status", status, "queue depth, running jobs, recent builds"),
     ("build", build, "a build's state and every snapshot's result"),
     ("review", review, "accept or reject a build's changes"),
@@ -47,13 +52,14 @@ COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(
-        prog="python -m supervisor",
+        prog=PROGRAM if Path(sys.argv[0]).name == PROGRAM else "python -m supervisor",
         description="Storyshelf capture host: claims capture jobs and diffs screenshots in forked children.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module, help_text in COMMANDS:
         sub = commands.add_parser(
             name,
+            command=name,
             help=help_text,
             description=help_text,
             epilog=getattr(module, "EPILOG", None),
@@ -83,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except DatabaseProblem as error:
-        print(f"supervisor {args.command}: {error}", file=sys.stderr)
+        print(f"{PROGRAM} {args.command}: {error}", file=sys.stderr)
         return 1
     return code
 

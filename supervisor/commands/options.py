@@ -16,7 +16,7 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from typing import Literal, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar
 
 import structlog
 from sqlalchemy import Engine
@@ -46,11 +46,22 @@ MAX_SECONDS = 7 * 24 * 3600
 MAX_MIB = 2**24
 
 
+#: How the host's one-line errors name it, however it was started (the `storyshelf` command, or
+#: `python -m supervisor`): "storyshelf build: no build with id 7".
+PROGRAM = "storyshelf"
+
+
 class CommandParser(argparse.ArgumentParser):
-    """argparse, with a mistake said in one line on stderr (not usage plus message) and exit 2."""
+    """argparse, with a mistake said in one line on stderr (not usage plus message) and exit 2,
+    named as every error line of the host is (`PROGRAM` and the command)."""
+
+    def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.command = command
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog.removeprefix('python -m ')}: {message}", file=sys.stderr)
+        name = f"{PROGRAM} {self.command}" if self.command else PROGRAM
+        print(f"{name}: {message}", file=sys.stderr)
         sys.exit(2)
 
 

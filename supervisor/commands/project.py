@@ -179,10 +179,10 @@ def execute(args: argparse.Namespace) -> int:
             if args.webhook_allow_private is False:  # just turned off: those kept are judged
                 check_targets([hook.url for hook in webhooks], allow_private=False)
     except RefusedTarget as error:
-        print(f"supervisor project: {error}", file=sys.stderr)
+        print(f"storyshelf project: {error}", file=sys.stderr)
         return 2
     except ProjectError as error:
-        print(f"supervisor project: {error}", file=sys.stderr)
+        print(f"storyshelf project: {error}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()

@@ -53,7 +53,7 @@ def execute(args: argparse.Namespace) -> int:
         args.artifacts.check()
         pruned = prune(engine, args.artifacts, retention)
     except (StoreError, OSError) as error:
-        print(f"supervisor prune: {error}", file=sys.stderr)
+        print(f"storyshelf prune: {error}", file=sys.stderr)
         return 1
     finally:
         engine.dispose()

@@ -58,10 +58,10 @@ def execute(args: argparse.Namespace) -> int:
                 conn, args.build_id, args.decision, args.snapshot, args.by, args.comment
             )
     except NoSuchBuild as error:
-        print(f"supervisor review: {error}", file=sys.stderr)
+        print(f"storyshelf review: {error}", file=sys.stderr)
         return NO_SUCH_BUILD
     except ReviewRefused as error:
-        print(f"supervisor review: {error}", file=sys.stderr)
+        print(f"storyshelf review: {error}", file=sys.stderr)
         return REFUSED
     finally:
         engine.dispose()

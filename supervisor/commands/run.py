@@ -83,7 +83,7 @@ def execute(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     problems = settings.problems()
     if problems:
-        print(f"supervisor run: {'; '.join(problems)}", file=sys.stderr)
+        print(f"storyshelf run: {'; '.join(problems)}", file=sys.stderr)
         return 2
     metrics = HostMetrics()
     server = None
@@ -93,7 +93,7 @@ def execute(args: argparse.Namespace) -> int:
         except OSError as error:
             why = error.strerror or str(error)
             print(
-                f"supervisor run: --metrics-address {settings.metrics_address}: "
+                f"storyshelf run: --metrics-address {settings.metrics_address}: "
                 f"cannot listen there: {why}",
                 file=sys.stderr,
             )

@@ -71,7 +71,7 @@ def execute(args: argparse.Namespace) -> int:
         sock = listening(host, port)
     except OSError as error:
         print(
-            f"supervisor serve: --address {host}:{port}: cannot listen there: "
+            f"storyshelf serve: --address {host}:{port}: cannot listen there: "
             f"{error.strerror or error}",
             file=sys.stderr,
         )
@@ -107,7 +107,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
         try:
             store.check()
         except StoreRefused as error:
-            print(f"supervisor serve: {error}", file=sys.stderr)
+            print(f"storyshelf serve: {error}", file=sys.stderr)
             return 2
         except StoreUnavailable as error:
             # Reports are read per request: one the store cannot give now is a 503 then.
@@ -115,7 +115,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
     try:
         engine = open_database(args.database_url)
     except DatabaseProblem as error:
-        print(f"supervisor serve: {error}", file=sys.stderr)
+        print(f"storyshelf serve: {error}", file=sys.stderr)
         return 1
     token = token_from(os.environ)
     where = address_of(sock)

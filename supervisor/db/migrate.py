@@ -36,7 +36,7 @@ class NoSchema(DatabaseUnusable):
     """The database holds no Storyshelf schema: every statement would fail on a missing table."""
 
     def __init__(self) -> None:
-        super().__init__("no Storyshelf schema here: run `python -m supervisor migrate`")
+        super().__init__("no Storyshelf schema here: run `storyshelf migrate`")
 
 
 @dataclass(frozen=True)

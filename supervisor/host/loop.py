@@ -283,7 +283,7 @@ class Host:
     def refuse(self, why: str) -> int:
         """A host whose children cannot work must not claim: say why and leave."""
         self.log.error("children cannot work; not claiming", error=why)
-        print(f"supervisor run: {why}", file=sys.stderr, flush=True)
+        print(f"storyshelf run: {why}", file=sys.stderr, flush=True)
         return EXIT_NO_ENGINE
 
     def first_ready_child(self) -> Child | None:

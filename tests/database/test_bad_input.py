@@ -69,7 +69,7 @@ class Places:
 
 
 UPLOAD = ("enqueue-build", "--project", "web", "--branch", "main", "--images", "{images}")
-NO_SCHEMA = "no Storyshelf schema here: run `python -m supervisor migrate`"
+NO_SCHEMA = "no Storyshelf schema here: run `storyshelf migrate`"
 ON = ("--database-url", "{database}", "--artifacts", "{artifacts}")
 RUN = ("run", *ON, "--drain")
 STORYBOOK = ("enqueue-build", "--project", "web", "--branch", "main", *ON, "--storybook")

@@ -212,6 +212,6 @@ def test_wait_gives_up_after_the_timeout_saying_so(
     code = build_command(capsys, database_url, tmp_path, build_id, "--wait", "--timeout=0.3")
     assert code == BuildExit.NOT_ENDED
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"supervisor build: build {build_id} is still pending after 0.3 s"]
+    assert err == [f"storyshelf build: build {build_id} is still pending after 0.3 s"]
     assert build_command(capsys, database_url, tmp_path, build_id, "--timeout=5") == BuildExit.USAGE
     assert "--timeout takes --wait" in capsys.readouterr().err

@@ -105,14 +105,22 @@ def test_a_plan_becomes_shards_and_capture_jobs_with_the_frozen_baselines(
     assert by_name["b--two [1200]"]["threshold"] == 0.3
 
 
-def test_without_shards_asked_for_a_shard_takes_ten_snapshots(
-    engine: Engine, tmp_path: Path
+@pytest.mark.parametrize(
+    ("stories", "expected"),
+    [(45, [2, 9, 9, 9, 8, 8]), (12, [2, 10]), (13, [2, 6, 5]), (2, [2]), (1, [1])],
+)
+def test_without_shards_asked_the_first_takes_two_stories_and_the_others_ten_at_most(
+    engine: Engine, tmp_path: Path, stories: int, expected: list[int]
 ) -> None:
+    """The first job is done within seconds of the plan, so the build's first results come at
+    once; the others are small enough that two children share a small Storybook."""
     job = queue_plan(engine, tmp_path / "artifacts")
-    shots = [story(f"s--{index:02}") for index in range(45)]
+    shots = [story(f"s--{index:02}") for index in range(stories)]
     record(engine, job, planned(*shots), tmp_path / "artifacts")
-    sizes = [len(j["data"]["snapshots"]) for j in rows(engine, jobs) if j["kind"] == "capture"]
-    assert sizes == [9, 9, 9, 9, 9]  # 45 stories: 5 shards, split evenly
+    captures = [j for j in rows(engine, jobs) if j["kind"] == "capture"]
+    assert [len(j["data"]["snapshots"]) for j in captures] == expected
+    names = [shot["name"] for j in captures for shot in j["data"]["snapshots"]]
+    assert names == sorted(names) and len(names) == stories
 
 
 def test_a_plan_that_cannot_open_its_storybook_fails_the_build_with_the_browser_message(

@@ -155,7 +155,7 @@ def test_a_bad_webhook_url_is_one_line_and_exit_2(
         run_cli(["project", f"--database-url={database_url}", "web", "--webhook", url])
     err = capsys.readouterr().err
     assert exited.value.code == 2
-    assert err == (f"supervisor project: argument --webhook: {url!r} is not a webhook URL: {why}\n")
+    assert err == (f"storyshelf project: argument --webhook: {url!r} is not a webhook URL: {why}\n")
 
 
 @pytest.mark.parametrize(
@@ -205,7 +205,7 @@ def test_a_link_local_or_metadata_target_is_refused_in_one_line_with_or_without_
             )
         assert exited.value.code == 2
         assert capsys.readouterr().err == (
-            f"supervisor project: argument --webhook: {url!r} is not a webhook URL: its host "
+            f"storyshelf project: argument --webhook: {url!r} is not a webhook URL: its host "
             f"{host} is a {what} address, never a webhook target\n"
         )
 
@@ -223,7 +223,7 @@ def test_a_private_target_needs_the_project_option_and_keeps_it_while_one_is_the
         assert code == 2
         shown = url.replace("hunter2", "****")
         said = error.splitlines()[-1]  # after the log's lines
-        assert said == f"supervisor project: webhook {shown}: {what} address, {refused}"
+        assert said == f"storyshelf project: webhook {shown}: {what} address, {refused}"
     _, settings = project(database_url, capsys)
     assert (settings["webhooks"], settings["webhook_allow_private"]) == ([], False)
 

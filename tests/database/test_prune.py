@@ -688,7 +688,7 @@ def test_a_database_without_the_schema_is_one_line(
     assert run_cli(argv) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [
-        "supervisor prune: no Storyshelf schema here: run `python -m supervisor migrate`"
+        "storyshelf prune: no Storyshelf schema here: run `storyshelf migrate`"
     ]
 
 

@@ -9,6 +9,8 @@ What the page does in a browser (filter, keys, overlay, zoom) is tested on a rea
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import tomllib
 from datetime import UTC, datetime
@@ -396,6 +398,12 @@ def report_url(engine: Engine, build_id: int) -> str | None:
     return url
 
 
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_the_published_report_is_a_folder_that_stands_on_its_own(
     engine: Engine, tmp_path: Path
 ) -> None:
@@ -425,6 +433,11 @@ def test_the_published_report_is_a_folder_that_stands_on_its_own(
         assert target.is_relative_to(inside.resolve()), url
     assert baseline_report in links.urls
     assert links.statuses == ["changed", "failed", "unchanged"]
+    # Readable by whatever serves the folder, as the images are (a new file's mode: 0666 less
+    # the umask), not only by the host's user.
+    image = next(report.parent / url for url in links.urls if url.endswith(".png"))
+    modes = {stat.S_IMODE(path.stat().st_mode) for path in (report, image)}
+    assert modes == {0o666 & ~current_umask()}, modes
     # The branch's newest report is pointed at, and the folder can be moved whole.
     pointer = (artifacts / "reports/web/latest/feature.html").read_text()
     assert f'url=../{queued.build_id}/index.html"' in pointer

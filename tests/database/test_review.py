@@ -207,7 +207,7 @@ def test_a_build_still_capturing_or_missing_is_refused(
     assert cli(database_url, tmp_path, "review", str(queued.build_id), "--accept", "--by", "a") == 1
     assert "is still pending: review it once it has ended" in capsys.readouterr().err
     assert cli(database_url, tmp_path, "review", "999", "--reject", "--by", "a") == 5
-    assert capsys.readouterr().err == "supervisor review: no build with id 999\n"
+    assert capsys.readouterr().err == "storyshelf review: no build with id 999\n"
     assert history(engine) == []
 
 

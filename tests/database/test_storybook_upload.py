@@ -169,7 +169,7 @@ def test_what_is_not_a_static_build_is_refused_in_one_line_and_stores_nothing(
     artifacts = tmp_path / "artifacts"
     code, _, err = enqueue(capsys, database_url, artifacts, make(tmp_path / "build"))
     assert code == 1
-    assert err.startswith("supervisor enqueue-build: ") and message in err
+    assert err.startswith("storyshelf enqueue-build: ") and message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not (artifacts / "storybooks").exists()
     with engine.connect() as conn:

@@ -304,7 +304,7 @@ def test_a_refused_upload_says_why_in_one_line_and_stores_nothing(
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
-    assert result.stderr.startswith("supervisor enqueue-build: ")
+    assert result.stderr.startswith("storyshelf enqueue-build: ")
     assert message.format(shots=shots) in result.stderr
     assert result.stdout == ""
     assert table(engine, builds) == []

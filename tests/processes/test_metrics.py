@@ -274,7 +274,7 @@ def test_an_address_that_cannot_be_used_is_one_line_and_exit_2(database_url: str
                 capture_output=True, text=True, cwd=ROOT, timeout=60,
             )  # fmt: skip
             assert ran.returncode == 2, ran.stderr
-            assert ran.stderr.startswith(f"supervisor run: --metrics-address {said}")
+            assert ran.stderr.startswith(f"storyshelf run: --metrics-address {said}")
             assert ran.stderr.count("\n") == 1, ran.stderr
             assert "Traceback" not in ran.stderr + ran.stdout
 

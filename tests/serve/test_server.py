@@ -62,7 +62,7 @@ def test_an_address_it_cannot_use_is_one_line_and_exit_2(
 ) -> None:
     status, stderr = run_serve(tmp_path, capsys, "--address", address)
     assert status == 2
-    assert said in stderr and stderr.startswith("supervisor serve: ")
+    assert said in stderr and stderr.startswith("storyshelf serve: ")
     assert stderr.count("\n") == 1 and "Traceback" not in stderr
     assert not (tmp_path / "db.sqlite").exists()  # refused before anything was opened
 
@@ -79,7 +79,7 @@ def test_a_port_in_use_is_one_line_and_exit_2(
     assert not (tmp_path / "db.sqlite").exists()
     assert status == 2
     assert stderr == (
-        f"supervisor serve: --address {address}: cannot listen there: Address already in use\n"
+        f"storyshelf serve: --address {address}: cannot listen there: Address already in use\n"
     )
 
 
