@@ -19,6 +19,18 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 LOG_LEVELS: tuple[LogLevel, ...] = get_args(LogLevel)
 
 
+#: How the host's one-line errors name it, however it was started (the `storyshelf` command, or
+#: `python -m supervisor`): "storyshelf build: no build with id 7".
+PROGRAM = "storyshelf"
+
+
+def complain(command: str | None, message: str) -> None:
+    """A mistake of the user's, or a condition the host cannot work in, as one line on stderr
+    named `PROGRAM` and the command: the only way the host says one."""
+    name = f"{PROGRAM} {command}" if command else PROGRAM
+    print(f"{name}: {message}", file=sys.stderr, flush=True)
+
+
 def configure(level: LogLevel = "info", *, json: bool | None = None) -> None:
     """Route structlog to stderr; JSON unless stderr is a terminal (or `json` says otherwise)."""
     terminal = sys.stderr.isatty()

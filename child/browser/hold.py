@@ -3,8 +3,8 @@
 A capture page's timers, animation frames and `performance.now` are Playwright's fake clock,
 paused (`child.browser.pages.open_page(hold_time=True)`). The renderer runs it forward in two
 ways: in growing steps while it waits for a story to finish rendering, from a frame up (a play
-function's `setTimeout`, a loader's debounce must still fire), and then once by a fixed stretch before the
-shots, so that motion driven by script (a chart's `requestAnimationFrame` tween, a counter on
+function's `setTimeout`, a loader's debounce must still fire), and then once by a fixed stretch
+before the shots, so that motion driven by script (a chart's `requestAnimationFrame` tween, a counter on
 `setInterval`, a toast's timeout) reaches the same state on every run and every host, whatever
 the machine's speed: its end (`RUN_TO_END_MS`), or its first frame (`FIRST_FRAME_MS`) for a
 story that asks to be paused at its start. Between shots the clock stands still, so a loop

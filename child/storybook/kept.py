@@ -1,11 +1,12 @@
 """A build's page, kept from one of its capture jobs to the next in the same child.
 
-A build's stories come in shards of about twenty (`supervisor.builds.plan`), and a child often
+A build's stories come in shards of ten at most (`supervisor.builds.plan`), and a child often
 captures several shards of one build in a row. A fresh context, the preview's load and its first
 story cost about as much as a dozen stories once loaded, so the page, the build's server and the
 renderer of a capture job that ended normally are kept for the child's next capture job of the
-same build (same build, stored Storybook and store, in the same browser). A job of anything else
-closes them first; a job that raised (a cancel, a store gone, a browser that cannot be launched)
+same build (same build, stored Storybook and store, in the same browser). A capture job of
+another build closes them first (other kinds of job leave them be: a plan opens a page of its
+own); a job that raised (a cancel, a store gone, a browser that cannot be launched)
 closes them rather than hand the next job a page in a state nobody knows. What each job brings
 of its own is swapped in: its beat, and its artifacts, which the build's server reads through.
 """

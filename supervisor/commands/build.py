@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -23,6 +22,7 @@ from supervisor.builds.publish import PUBLISHING, mend, publish_state
 from supervisor.builds.view import format_build, load_build
 from supervisor.commands.options import ID_MAX, open_database, seconds, whole
 from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, transaction
+from supervisor.logs import complain
 
 
 class BuildExit(IntEnum):
@@ -87,35 +87,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Print a build's state and every snapshot's result; the exit status is its verdict."""
     if args.timeout is not None and (not args.wait or args.timeout <= 0):
-        print(
-            "storyshelf build: --timeout takes --wait and a number of seconds above 0",
-            file=sys.stderr,
-        )
+        complain("build", "--timeout takes --wait and a number of seconds above 0")
         return BuildExit.USAGE
     try:
         engine = open_database(args.database_url)
     except DatabaseProblem as error:
-        print(f"storyshelf build: {error}", file=sys.stderr)
+        complain("build", str(error))
         return BuildExit.ERROR
     try:
         view, publishing = _read(engine, args) if not args.wait else _wait(engine, args)
     except DatabaseProblem as error:
-        print(f"storyshelf build: {error}", file=sys.stderr)
+        complain("build", str(error))
         return BuildExit.ERROR
     except KeyboardInterrupt:
-        print(f"storyshelf build: stopped waiting for build {args.build_id}", file=sys.stderr)
+        complain("build", f"stopped waiting for build {args.build_id}")
         return BuildExit.NOT_ENDED
     finally:
         engine.dispose()
     if view is None:
-        print(f"storyshelf build: no build with id {args.build_id}", file=sys.stderr)
+        complain("build", f"no build with id {args.build_id}")
         return BuildExit.ERROR
     print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, publishing))
     if args.wait and not view.ended:
-        print(
-            f"storyshelf build: build {view.id} is still {view.status} after {args.timeout:g} s",
-            file=sys.stderr,
-        )
+        complain("build", f"build {view.id} is still {view.status} after {args.timeout:g} s")
     return verdict(view, zero_on_changes=args.exit_zero_on_changes)
 
 
@@ -166,7 +160,7 @@ def _wait(
             reading = _read(engine, args, mending=not mended)
         except DatabaseUnavailable as error:
             if not said_unavailable:
-                print(f"storyshelf build: waiting for the database: {error}", file=sys.stderr)
+                complain("build", f"waiting for the database: {error}")
                 said_unavailable = True
             reading = None
         else:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from supervisor.builds.cancel import cancel_build
 from supervisor.commands.options import ID_MAX, open_database, whole
 from supervisor.db.connection import transaction
+from supervisor.logs import complain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,7 @@ def execute(args: argparse.Namespace) -> int:
         with transaction(engine) as conn:
             outcome = cancel_build(conn, args.build_id)
     except LookupError as error:
-        print(f"storyshelf cancel: {error}", file=sys.stderr)
+        complain("cancel", str(error))
         return 1
     finally:
         engine.dispose()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -31,6 +30,7 @@ from supervisor.builds.uploads import (
 )
 from supervisor.commands.options import ID_MAX, open_database, whole
 from supervisor.db.connection import transaction
+from supervisor.logs import complain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +66,7 @@ def execute(args: argparse.Namespace) -> int:
         args.artifacts.check()
         queued = _storybook(engine, args) if args.storybook else _images(engine, args)
     except (UploadError, ProjectError, StoreError) as error:
-        print(f"storyshelf enqueue-build: {error}", file=sys.stderr)
+        complain("enqueue-build", str(error))
         return 1
     finally:
         engine.dispose()
@@ -76,7 +76,7 @@ def execute(args: argparse.Namespace) -> int:
 
 def _progress(line: str) -> None:
     """A large upload's progress, on stderr: stdout is the build's id (or its JSON)."""
-    print(f"storyshelf enqueue-build: {line}", file=sys.stderr, flush=True)
+    complain("enqueue-build", f"{line}")
 
 
 def _images(engine: Engine, args: argparse.Namespace) -> QueuedBuild:

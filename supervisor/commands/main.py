@@ -27,8 +27,9 @@ from supervisor.commands import (
     serve,
     status,
 )
-from supervisor.commands.options import PROGRAM, CommandParser, add_common
+from supervisor.commands.options import CommandParser, add_common
 from supervisor.db.connection import DatabaseProblem
+from supervisor.logs import PROGRAM, complain
 
 #: Each command: its module and what it does, as `--help` shows it.
 COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
@@ -89,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except DatabaseProblem as error:
-        print(f"{PROGRAM} {args.command}: {error}", file=sys.stderr)
+        complain(args.command, str(error))
         return 1
     return code
 

@@ -26,7 +26,7 @@ from ipc.artifacts.store import ArtifactStore
 from supervisor.db.connection import UnsupportedDatabase, connect, parse_url, sqlite_file
 from supervisor.db.migrate import NoSchema, require_schema
 from supervisor.host.settings import DEFAULT_ARTIFACTS, EMBEDDED_DATABASE_URL
-from supervisor.logs import LOG_LEVELS
+from supervisor.logs import LOG_LEVELS, complain
 
 log = structlog.get_logger(__name__)
 
@@ -46,22 +46,16 @@ MAX_SECONDS = 7 * 24 * 3600
 MAX_MIB = 2**24
 
 
-#: How the host's one-line errors name it, however it was started (the `storyshelf` command, or
-#: `python -m supervisor`): "storyshelf build: no build with id 7".
-PROGRAM = "storyshelf"
-
-
 class CommandParser(argparse.ArgumentParser):
     """argparse, with a mistake said in one line on stderr (not usage plus message) and exit 2,
-    named as every error line of the host is (`PROGRAM` and the command)."""
+    named as every error line of the host is (`supervisor.logs.complain`)."""
 
     def __init__(self, *args: Any, command: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.command = command
 
     def error(self, message: str) -> NoReturn:
-        name = f"{PROGRAM} {self.command}" if self.command else PROGRAM
-        print(f"{name}: {message}", file=sys.stderr)
+        complain(self.command, message)
         sys.exit(2)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict
 
 from ipc.diff_settings import METRICS
@@ -34,6 +33,7 @@ from supervisor.commands.options import (
     whole,
 )
 from supervisor.db.connection import transaction
+from supervisor.logs import complain
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -179,10 +179,10 @@ def execute(args: argparse.Namespace) -> int:
             if args.webhook_allow_private is False:  # just turned off: those kept are judged
                 check_targets([hook.url for hook in webhooks], allow_private=False)
     except RefusedTarget as error:
-        print(f"storyshelf project: {error}", file=sys.stderr)
+        complain("project", str(error))
         return 2
     except ProjectError as error:
-        print(f"storyshelf project: {error}", file=sys.stderr)
+        complain("project", str(error))
         return 1
     finally:
         engine.dispose()

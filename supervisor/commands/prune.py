@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from ipc.artifacts.store import StoreError
 from supervisor.builds.prune import DEFAULT_GRACE_HOURS, DEFAULT_KEEP_DAYS, Retention, prune
 from supervisor.commands.options import open_database, option, whole
+from supervisor.logs import complain
 
 #: A hundred years: longer means keep everything, and the databases' date arithmetic has bounds.
 MAX_KEEP_DAYS = 36_500
@@ -53,7 +53,7 @@ def execute(args: argparse.Namespace) -> int:
         args.artifacts.check()
         pruned = prune(engine, args.artifacts, retention)
     except (StoreError, OSError) as error:
-        print(f"storyshelf prune: {error}", file=sys.stderr)
+        complain("prune", str(error))
         return 1
     finally:
         engine.dispose()

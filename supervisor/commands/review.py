@@ -9,10 +9,10 @@ report and webhooks) is `supervisor.review.decisions`; this command is its comma
 from __future__ import annotations
 
 import argparse
-import sys
 
 from supervisor.commands.options import ID_MAX, open_database, whole
 from supervisor.db.connection import transaction
+from supervisor.logs import complain
 from supervisor.review.decisions import NoSuchBuild, ReviewRefused, review_build
 
 #: Exit statuses: a review refused (a build not ended, a snapshot failed or not in it), and
@@ -58,10 +58,10 @@ def execute(args: argparse.Namespace) -> int:
                 conn, args.build_id, args.decision, args.snapshot, args.by, args.comment
             )
     except NoSuchBuild as error:
-        print(f"storyshelf review: {error}", file=sys.stderr)
+        complain("review", str(error))
         return NO_SUCH_BUILD
     except ReviewRefused as error:
-        print(f"storyshelf review: {error}", file=sys.stderr)
+        complain("review", str(error))
         return REFUSED
     finally:
         engine.dispose()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import structlog
@@ -21,6 +20,7 @@ from supervisor.db.connection import DatabaseUnavailable
 from supervisor.host.cadence import Cadence
 from supervisor.host.loop import run_host
 from supervisor.host.settings import HostSettings
+from supervisor.logs import complain
 from supervisor.metrics.registry import HostMetrics
 from supervisor.metrics.server import MetricsServer, parse_address
 
@@ -83,7 +83,7 @@ def execute(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     problems = settings.problems()
     if problems:
-        print(f"storyshelf run: {'; '.join(problems)}", file=sys.stderr)
+        complain("run", f"{'; '.join(problems)}")
         return 2
     metrics = HostMetrics()
     server = None
@@ -92,10 +92,8 @@ def execute(args: argparse.Namespace) -> int:
             server = MetricsServer(parse_address(settings.metrics_address), metrics)
         except OSError as error:
             why = error.strerror or str(error)
-            print(
-                f"storyshelf run: --metrics-address {settings.metrics_address}: "
-                f"cannot listen there: {why}",
-                file=sys.stderr,
+            complain(
+                "run", f"--metrics-address {settings.metrics_address}: cannot listen there: {why}"
             )
             return 2
     try:

@@ -13,7 +13,6 @@ import argparse
 import os
 import signal
 import socket
-import sys
 
 import structlog
 
@@ -21,6 +20,7 @@ from ipc.artifacts.location import is_remote
 from ipc.artifacts.store import StoreRefused, StoreUnavailable
 from supervisor.commands.options import open_database, option
 from supervisor.db.connection import DatabaseProblem
+from supervisor.logs import complain
 from supervisor.metrics.address import AddressError, parse_address
 from supervisor.serve.app import make_app
 from supervisor.serve.auth import TOKEN_VARIABLE, token_from
@@ -70,11 +70,8 @@ def execute(args: argparse.Namespace) -> int:
     try:
         sock = listening(host, port)
     except OSError as error:
-        print(
-            f"storyshelf serve: --address {host}:{port}: cannot listen there: "
-            f"{error.strerror or error}",
-            file=sys.stderr,
-        )
+        why = error.strerror or error
+        complain("serve", f"--address {host}:{port}: cannot listen there: {why}")
         return 2
     try:
         return _serve(args, sock)
@@ -107,7 +104,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
         try:
             store.check()
         except StoreRefused as error:
-            print(f"storyshelf serve: {error}", file=sys.stderr)
+            complain("serve", str(error))
             return 2
         except StoreUnavailable as error:
             # Reports are read per request: one the store cannot give now is a 503 then.
@@ -115,7 +112,7 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
     try:
         engine = open_database(args.database_url)
     except DatabaseProblem as error:
-        print(f"storyshelf serve: {error}", file=sys.stderr)
+        complain("serve", str(error))
         return 1
     token = token_from(os.environ)
     where = address_of(sock)

@@ -19,7 +19,6 @@ import os
 import random
 import select
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -66,6 +65,7 @@ from supervisor.host.settle import Settler
 from supervisor.host.signals import Signals
 from supervisor.host.sizing import size_host
 from supervisor.host.wakeup import Listener
+from supervisor.logs import complain
 from supervisor.metrics.health import judge
 from supervisor.metrics.queue_depth import QueueDepth
 from supervisor.metrics.registry import HostMetrics
@@ -283,7 +283,7 @@ class Host:
     def refuse(self, why: str) -> int:
         """A host whose children cannot work must not claim: say why and leave."""
         self.log.error("children cannot work; not claiming", error=why)
-        print(f"storyshelf run: {why}", file=sys.stderr, flush=True)
+        complain("run", f"{why}")
         return EXIT_NO_ENGINE
 
     def first_ready_child(self) -> Child | None:
