@@ -2,8 +2,9 @@
 
 Under its name, one line of facts: the story, how many pixels changed, the build its baseline
 came from and the settings it was compared with. A changed snapshot then opens with the
-enlarged crop of its changed area (`crop`), then the full baseline, new and diff side by side,
-or baseline and new overlaid to slide or blink between. A failed one shows its error; a new one
+enlarged crop of its changed area (`crop`), then the full baseline, new and diff side by side
+(one above the other when the snapshot is a wide strip), or baseline and new overlaid to slide
+or blink between. A failed one shows its error; a new one
 its image. An unchanged one is a line, its image linked as `data-src` only and loaded when
 asked, so that a build of thousands of unchanged snapshots opens at once.
 
@@ -26,6 +27,14 @@ from ipc.build_view import SnapshotView
 OVERLAY_PX = 960
 #: ...by a whole zoom of at most this.
 OVERLAY_ZOOM_MAX = 4
+#: A snapshot at least this many times as wide as it is tall shows its three full images one
+#: above the other. Side by side each gets a third of the page's width, and a wide strip (a
+#: 1168x42 toolbar) shrinks to a few pixels' height; stacked, each has the page's width. Three
+#: stacked at that width still fit in one window when the strip is wider than three times the
+#: window's shape under the toolbar (a laptop's: about 1.7 wide to 1 tall): all three stay in
+#: view together, which is what side by side is for. Squarer and taller snapshots stay side by
+#: side, where stacking them would push the diff out of the window.
+STACKED_RATIO = 5
 
 
 def snapshot_section(snapshot: SnapshotView, key: str, review_of: int | None = None) -> str:
@@ -186,13 +195,22 @@ def _compare(snapshot: SnapshotView) -> str:
     """The full images, side by side or overlaid; side by side first, since it shows all
     three at once."""
     sides = "".join(_figure(snapshot, side, path) for side, path in _sides(snapshot))
+    stacked = " stacked" if _strip(snapshot.width, snapshot.height) else ""
     return (
         '<div class="compare" data-mode="sides">'
         '<div class="modes" role="group" aria-label="how to compare">'
         '<button type="button" data-mode="sides" aria-pressed="true">side by side</button>'
         '<button type="button" data-mode="overlay" aria-pressed="false">overlay</button>'
-        f'</div><div class="sides">{sides}</div>{_overlay(snapshot)}</div>'
+        f'</div><div class="sides{stacked}">{sides}</div>{_overlay(snapshot)}</div>'
     )
+
+
+def _strip(width: int | None, height: int | None) -> bool:
+    """Whether the snapshot is so wide and short that its images stack (`STACKED_RATIO`); one of
+    unknown size stays side by side."""
+    if not width or not height:
+        return False
+    return width >= STACKED_RATIO * height
 
 
 def _overlay(snapshot: SnapshotView) -> str:

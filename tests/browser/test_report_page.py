@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,8 +94,14 @@ class Opened:
 @pytest.fixture
 def opened(built: Built, browser: ChildBrowser) -> Iterator[Opened]:
     """The report, loaded in the child's own browser (`conftest.browser`: the process has one
-    Playwright driver, which the child's launcher owns); on teardown, no console error, page
-    error or failed request."""
+    Playwright driver, which the child's launcher owns)."""
+    with opening(browser, built.report) as state:
+        yield state
+
+
+@contextmanager
+def opening(browser: ChildBrowser, report: Path) -> Iterator[Opened]:
+    """`report` in a fresh page; when done, no console error, page error or failed request."""
     context = browser.browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
     page = context.new_page()
     state = Opened(page)
@@ -110,10 +117,12 @@ def opened(built: Built, browser: ChildBrowser) -> Iterator[Opened]:
     page.on("pageerror", lambda error: state.problems.append(f"page error: {error}"))
     page.on("requestfailed", failed)
     page.on("request", lambda request: state.requests.append(request.url))
-    page.goto(built.report.as_uri())
-    page.wait_for_load_state("load")
-    yield state
-    context.close()
+    try:
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        yield state
+    finally:
+        context.close()
     assert state.problems == []
 
 
@@ -371,3 +380,59 @@ def test_unchanged_images_load_only_when_asked(built: Built, opened: Opened) -> 
     )
     assert opened.requested(unchanged["logo"])
     assert page.locator(section(built, "card")).locator("img").is_visible()
+
+
+#: A toolbar as wide as a laptop's page and a button's height, and a panel of a common shape.
+STRIP = (1168, 42)
+PANEL = (400, 300)
+
+
+@pytest.fixture(scope="module")
+def strips(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """A build whose two snapshots changed: the wide, short toolbar and the panel."""
+    folder = tmp_path_factory.mktemp("report-strips")
+    engine: Engine = connect(f"sqlite:///{folder / 'storyshelf.db'}")
+    upgrade(engine)
+    try:
+        for branch, left in (("main", 40), ("feature", 48)):
+            write_png(folder / branch / "toolbar.png", size=STRIP, marks=((left, 10, 80, 22),))
+            write_png(folder / branch / "panel.png", size=PANEL, marks=((left, 40, 120, 60),))
+            queued = run_build(engine, folder / "artifacts", folder / branch, branch=branch)
+        with engine.connect() as conn:
+            view = load_build(conn, queued.build_id)
+    finally:
+        engine.dispose()
+    assert view is not None and view.report_url is not None
+    assert {s.name: s.status for s in view.snapshots} == {"panel": "changed", "toolbar": "changed"}
+    return Built(view, Path(view.report_url))
+
+
+def test_a_wide_short_snapshot_shows_its_images_one_above_the_other_at_a_readable_height(
+    strips: Built, browser: ChildBrowser
+) -> None:
+    """The toolbar's baseline, new and diff each keep (nearly) their height and fit the window;
+    the panel's stay side by side."""
+    with opening(browser, strips.report) as opened:
+        page = opened.page
+
+        def shown(name: str) -> list[dict[str, float]]:
+            images = page.locator(f"{section(strips, name)} .sides img")
+            assert images.count() == 3
+            images.first.scroll_into_view_if_needed()
+            boxes: list[dict[str, float]] = images.evaluate_all(
+                "images => Promise.all(images.map(i => i.decode()))"
+                ".then(() => images.map(i => i.getBoundingClientRect().toJSON()))"
+            )
+            return boxes
+
+        window = page.evaluate("document.documentElement.clientWidth")
+        strip = shown("toolbar")
+        assert all(box["height"] >= 0.8 * STRIP[1] for box in strip), strip
+        assert all(box["left"] >= 0 and box["right"] <= window for box in strip), strip
+        tops = [box["top"] for box in strip]
+        assert tops == sorted(tops) and len(set(tops)) == 3  # one above the other
+
+        panel = shown("panel")
+        assert len({box["top"] for box in panel}) == 1, panel  # in one row
+        lefts = [box["left"] for box in panel]
+        assert lefts == sorted(lefts) and len(set(lefts)) == 3
