@@ -12,8 +12,9 @@ is a loop too: one pass writing each pixel, where array operations made several.
 The functions are compiled when this module is imported, for the one signature each is called
 with, and the machine code is cached beside the module (``cache=True``): the fork server
 imports the diff before it forks, so children inherit the compiled code, and a fresh process
-loads it from the cache instead of compiling again. They start no thread (``nogil`` only lets
-libvips' threads run alongside).
+loads it from the cache instead of compiling again. Compiling takes 10 to 30 s, so the first
+start after an install (or an upgrade) says it does, before it begins. They start no thread
+(``nogil`` only lets libvips' threads run alongside).
 
 Images are 1-D arrays of 32-bit words (one pixel's RGBA bytes, little-endian), pixel
 ``i = y * width + x``, as ``compare._Overlap`` holds them. Floating-point work is float64 in the
@@ -29,6 +30,10 @@ from typing import Any, TypeVar, cast
 import numba
 import numpy as np
 import numpy.typing as npt
+import structlog
+from numba.core import event
+
+log = structlog.get_logger(__name__)
 
 Words = npt.NDArray[np.uint32]
 Indices = npt.NDArray[np.intp]
@@ -54,12 +59,38 @@ SHIFT_PIXELS = 0.4
 _Function = TypeVar("_Function", bound=Callable[..., Any])
 
 
+class _FirstCompile(event.Listener):
+    """Says once, as numba begins compiling, that this start is slow and the next ones will not
+    be: otherwise a new user's first `run` or `demo` sits silent for 20 s. numba compiles only
+    when its cache has no machine code for the function (a new install, a changed module,
+    another numba), so a start that loads the cache says nothing.
+
+    A warning, so that it shows at the demo's level too; a host that says it at every start
+    (a container whose cache folder is not kept) is worth a warning anyway.
+    """
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def on_start(self, _event: event.Event) -> None:
+        if not self.said:
+            self.said = True
+            log.warning("compiling the diff's loops once (about 20 s); later starts reuse them")
+
+    def on_end(self, _event: event.Event) -> None:
+        pass
+
+
+_FIRST_COMPILE = _FirstCompile()
+
+
 def _compiled(signature: str) -> Callable[[_Function], _Function]:
     """``numba.njit`` for one signature, compiled at import and cached on disk, typed as the
     Python function it compiles."""
 
     def compile_(function: _Function) -> _Function:
-        return cast(_Function, numba.njit(signature, cache=True, nogil=True)(function))
+        with event.install_listener("numba:compile", _FIRST_COMPILE):
+            return cast(_Function, numba.njit(signature, cache=True, nogil=True)(function))
 
     return compile_
 
