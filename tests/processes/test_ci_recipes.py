@@ -4,8 +4,9 @@ of its own, with the CI's variables set, `storyshelf` on PATH and a real host do
 What a runner brings is brought here instead: the Storybook build step copies a prebuilt static
 Storybook (the demo's) into `storybook-static`, the install step is this checkout's `storyshelf`
 on PATH, and the setup actions are this machine. Every other command is the README's own, word
-for word; a step or a command the test does not know fails it (`tests.ci_recipes`), so that the
-README cannot show a job the test does not run. The jobs that expect a capture machine get a
+for word; a step, a command or a shape the test does not know fails it, naming it, so that the
+README cannot show a job the test does not run (PyYAML reads the jobs, `tests.ci_recipes` finds
+them). The jobs that expect a capture machine get a
 real `run` host beside them, on the GitHub job's PostgreSQL and the GitLab job's SQLite file
 (the jobs only pass the URL on); the host in the job runs on the embedded default.
 """
@@ -27,7 +28,7 @@ import pytest
 
 from supervisor.commands.demo import STORYBOOKS
 from tests.chromium import require_chromium
-from tests.ci_recipes import Recipes, Value, mapping, read_recipes, scalar, sequence
+from tests.ci_recipes import Recipes, mapping, read_recipes, scalar, sequence, variables
 from tests.hosts import ROOT, StartHost
 from tests.required import unavailable
 
@@ -129,11 +130,10 @@ def runner(tmp_path: Path) -> Runner:
     return Runner(tmp_path)
 
 
-def secret_values(env: Mapping[str, Value], secrets: Mapping[str, str]) -> dict[str, str]:
+def secret_values(env: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
     """A GitHub job's `env:`, its `${{ secrets.NAME }}` given this test's `secrets`."""
     values = {}
-    for name, value in env.items():
-        text = scalar(value, f"env {name}")
+    for name, text in env.items():
         wanted = re.fullmatch(r"\$\{\{ secrets\.(\w+) \}\}", text)
         if wanted is None and "${{" in text:
             pytest.fail(f"env {name}: the test gives secrets only, not {text!r}")
@@ -174,30 +174,31 @@ def test_the_github_actions_job_passes_a_first_build_of_main_and_links_its_repor
         "AWS_SECRET_ACCESS_KEY": "unused by a folder",
     }
     summary = tmp_path / "summary.md"
-    variables = secret_values(mapping(job["env"], "env"), secrets) | {
+    job_variables = secret_values(variables(job["env"], "env"), secrets) | {
         "CI": "true",
         "GITHUB_HEAD_REF": "",  # a push, not a pull request
         "GITHUB_REF_NAME": "main",
         "GITHUB_SHA": COMMIT,
         "GITHUB_STEP_SUMMARY": str(summary),
     }
-    host = start_host(*HOST)
-    finished = None
+    commands = []
     for number, entry in enumerate(sequence(job["steps"], "steps")):
         step = mapping(entry, f"step {number}")
         if not set(step) <= {"name", "uses", "with", "run"} or ("uses" in step) == ("run" in step):
-            pytest.fail(f"step {number} is not a setup action or a command: {sorted(step)}")
+            pytest.fail(
+                f"step {number} is not a setup action or a command: {sorted(map(str, step))}"
+            )
         if "uses" in step:
-            action = scalar(step["uses"], "uses").split("@")[0]
+            action = scalar(step["uses"], f"step {number}").split("@")[0]
             assert action in SETUP_ACTIONS, f"the test cannot stand in for {action}"
-            continue
-        command = scalar(step["run"], f"step {number}")
-        if command == " && ".join(BUILD_STORYBOOK):
-            runner.build_storybook()
-        elif command != INSTALL:
-            assert finished is None, "one step of commands expected, the review"
-            finished = runner.run(command, GITHUB_SHELL, variables)
-    assert finished is not None, "no step ran a command"
+        else:
+            commands.append(scalar(step["run"], f"step {number}"))
+    assert commands[:2] == [" && ".join(BUILD_STORYBOOK), INSTALL] and len(commands) == 3, (
+        f"the steps' commands should be the Storybook build, the install and the review: {commands}"
+    )
+    host = start_host(*HOST)
+    runner.build_storybook()
+    finished = runner.run(commands[2], GITHUB_SHELL, job_variables)
     build_id = reported(finished, runner, host.log_tail())
     assert f"/builds/{build_id}/report" in summary.read_text()
 
@@ -207,7 +208,11 @@ def test_the_gitlab_job_passes_a_first_build_of_main_and_names_its_report(
     recipes: Recipes, runner: Runner, database_url: str, start_host: StartHost, tmp_path: Path
 ) -> None:
     stages = sequence(recipes.gitlab["stages"], "stages")
-    jobs = {name: mapping(job, name) for name, job in recipes.gitlab.items() if name != "stages"}
+    jobs = {
+        name: mapping(job, f"job {name}")
+        for name, job in recipes.gitlab.items()
+        if name != "stages"
+    }
     assert len(jobs) == 2 and sorted(scalar(j["stage"], "stage") for j in jobs.values()) == sorted(
         stages
     ), f"a Storybook job and a review job expected, one per stage: {sorted(jobs)}"
@@ -218,10 +223,7 @@ def test_the_gitlab_job_passes_a_first_build_of_main_and_names_its_report(
     assert sequence(jobs[review]["needs"], "needs") == [storybook]
     assert sequence(jobs[review]["before_script"], "before_script") == [INSTALL]
     script = [scalar(line, "script") for line in sequence(jobs[review]["script"], "script")]
-    variables = {
-        name: scalar(value, name)
-        for name, value in mapping(jobs[review]["variables"], "variables").items()
-    } | {
+    job_variables = variables(jobs[review]["variables"], "variables") | {
         # the project's CI/CD variables
         "STORYSHELF_DATABASE_URL": database_url,
         "STORYSHELF_ARTIFACTS": str(tmp_path / "artifacts"),
@@ -232,7 +234,7 @@ def test_the_gitlab_job_passes_a_first_build_of_main_and_names_its_report(
     }
     host = start_host(*HOST)
     runner.build_storybook()
-    finished = runner.run("\n".join(script) + "\n", GITLAB_SHELL, variables)
+    finished = runner.run("\n".join(script) + "\n", GITLAB_SHELL, job_variables)
     build_id = reported(finished, runner, host.log_tail())
     assert re.search(
         rf"^Storyshelf report https://\S+/builds/{build_id}/report$", finished.stdout, re.M
