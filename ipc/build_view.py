@@ -131,11 +131,40 @@ class BuildView:
     unstable_fails: bool = True
     #: Its review state ("pending", "accepted", "rejected"); None when nobody needs to review it.
     review: str | None = None
+    #: When it left `pending` (its plan or first capture job began); None until then, for a
+    #: build cancelled while pending, and for one from before the column (migration 0013).
+    started_at: datetime | None = None
 
     @property
     def ended(self) -> bool:
         """Whether the build has its verdict (and so a report to show)."""
         return self.status not in ("pending", "capturing")
+
+    @property
+    def began_at(self) -> datetime | None:
+        """When work on it began, which its length counts from: `started_at`, else, for a build
+        that ended with a verdict but has none (one from before migration 0013), `created_at`,
+        the best that is known; None for a build that never began (cancelled while pending)
+        or has not yet."""
+        if self.started_at is not None:
+            return self.started_at
+        return self.created_at if self.ended and self.status != "cancelled" else None
+
+    @property
+    def queued_seconds(self) -> float | None:
+        """How long it waited in the queue before work began; None when that is not known."""
+        if self.started_at is None:
+            return None
+        return (self.started_at - self.created_at).total_seconds()
+
+    @property
+    def took_seconds(self) -> float | None:
+        """How long the work took, from when it began to the verdict; None for a build that
+        has not ended or never began."""
+        began = self.began_at
+        if began is None or self.finished_at is None:
+            return None
+        return (self.finished_at - began).total_seconds()
 
     @property
     def baseline_builds(self) -> tuple[int, ...]:
@@ -154,6 +183,7 @@ class BuildView:
             "source": self.source,
             "counts": dict(self.counts),
             "created_at": self.created_at.isoformat(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "report_url": self.report_url,
             "error": self.error,
@@ -163,6 +193,16 @@ class BuildView:
             "unstable": list(self.unstable),
             "unstable_fails": self.unstable_fails,
         }
+
+
+def spoken_duration(seconds: float) -> str:
+    """A length of time as people say it: 4.2 s, 3 min 5 s, 2 h 10 min."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest} s"
+    return f"{minutes // 60} h {minutes % 60} min"
 
 
 #: The fields of a snapshot row on the wire, in order.
@@ -191,7 +231,7 @@ def snapshot_rows(snapshots: Iterable[SnapshotView]) -> Iterator[list[Any]]:
 
 #: The fields of a build on the wire: all but its snapshots, which travel as rows.
 _BUILD_FIELDS = tuple(field.name for field in fields(BuildView) if field.name != "snapshots")
-_MOMENTS = ("created_at", "finished_at")
+_MOMENTS = ("created_at", "started_at", "finished_at")
 
 
 def build_to_wire(view: BuildView) -> dict[str, Any]:

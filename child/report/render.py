@@ -24,7 +24,7 @@ from importlib import resources
 from child.report.paths import report_link
 from child.report.review import build_review, state_badge, takes_review
 from child.report.snapshot import snapshot_section
-from ipc.build_view import REPORT_ORDER, BuildView, SnapshotView
+from ipc.build_view import REPORT_ORDER, BuildView, SnapshotView, spoken_duration
 
 #: The order groups appear in: what needs a look first.
 STATUS_ORDER = REPORT_ORDER
@@ -109,6 +109,7 @@ def _header(view: BuildView, title: str, listing: Listing, *, reviewed: bool) ->
         ("source", escape(view.source)),
         ("snapshots", _counts(listing)),
         ("created", f"{_time(view.created_at)} UTC"),
+        *_started(view),
         ("finished", _finished(view)),
         ("baselines", _baselines(listing.baseline_builds)),
     ]
@@ -145,21 +146,24 @@ def _time(moment: datetime) -> str:
     return f"{moment:%Y-%m-%d %H:%M:%S}"
 
 
+def _started(view: BuildView) -> list[tuple[str, str]]:
+    """When work began, with the queue's wait apart (the hosts' load, not the build's); no row
+    for a build that has not begun, never did, or began before that was recorded."""
+    waited = view.queued_seconds
+    if view.started_at is None or waited is None:
+        return []
+    return [
+        ("started", f"{_time(view.started_at)} UTC (waited {spoken_duration(waited)} in the queue)")
+    ]
+
+
 def _finished(view: BuildView) -> str:
     if view.finished_at is None:
         return "-"
-    seconds = (view.finished_at - view.created_at).total_seconds()
-    return f"{_time(view.finished_at)} UTC (took {_duration(seconds)})"
-
-
-def _duration(seconds: float) -> str:
-    """A build's length as people say it: 4.2 s, 3 min 5 s, 2 h 10 min."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest} s"
-    return f"{minutes // 60} h {minutes % 60} min"
+    took = view.took_seconds
+    return f"{_time(view.finished_at)} UTC" + (
+        "" if took is None else f" (took {spoken_duration(took)})"
+    )
 
 
 def _baselines(builds: tuple[int, ...]) -> str:

@@ -276,7 +276,7 @@ def _mark_started(conn: Connection, build_id: int, shard_id: int, *, first: bool
     conn.execute(
         update(builds)
         .where(builds.c.id == build_id, builds.c.status == "pending")
-        .values(status="capturing")
+        .values(status="capturing", started_at=func.now())
     )
     conn.execute(
         update(capture_attempts)

@@ -67,7 +67,7 @@ def prepare(conn: Connection, job: Job, store: ArtifactStore) -> Payload:
     conn.execute(
         update(builds)
         .where(builds.c.id == build_id, builds.c.status == "pending")
-        .values(status="capturing")
+        .values(status="capturing", started_at=func.now())
     )
     conn.execute(
         update(capture_attempts)

@@ -1,7 +1,8 @@
-"""A build as people and CI read it, and `python -m supervisor build ID`.
+"""A build as people and CI read it, read from the database.
 
-One reading of a build and its snapshots (`load_build`) serves the command's table, its JSON
-(which CI scripts parse, so its keys are a contract) and the HTML report.
+One reading of a build and its snapshots (`load_build`) serves `build ID`'s text
+(`supervisor.builds.text`), its JSON (which CI scripts parse, so its keys are a contract) and
+the HTML report.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
         status=m["status"],
         counts={status: m[status] for status in ("new", "unchanged", "changed", "failed")},
         created_at=m["created_at"],
+        started_at=m["started_at"],
         finished_at=m["finished_at"],
         report_url=m["report_url"],
         error=m["error"],
@@ -176,86 +178,4 @@ def _snapshots_query(build_id: int) -> Select[Any]:
         .outerjoin(latest, latest.c.snapshot_id == snapshots.c.id)
         .outerjoin(decision, decision.c.id == latest.c.id)
         .where(snapshots.c.build_id == build_id)
-    )
-
-
-def format_build(view: BuildView, publishing: str | None = None) -> str:
-    """The build as an aligned, readable table, with where its report is (or `publishing`:
-    why it is not there yet) and where its baselines came from."""
-    counts = "  ".join(f"{status} {count}" for status, count in view.counts.items())
-    sources = ", ".join(str(build_id) for build_id in view.baseline_builds)
-    lines = [
-        f"build {view.id}  {view.project} @ {view.branch}"
-        + (f" ({view.commit})" if view.commit else ""),
-        f"status    {view.status}"
-        + (f", review {view.review}" if view.review else "")
-        + (f": {view.error}" if view.error else ""),
-        f"snapshots {counts}",
-        f"created   {view.created_at:%Y-%m-%d %H:%M:%S}",
-        f"finished  {view.finished_at:%Y-%m-%d %H:%M:%S}" if view.finished_at else "finished  -",
-        f"baselines {'from build ' + sources if sources else '-'}",
-        f"report    {_report_line(view, publishing)}",
-    ]
-    if view.skipped:
-        lines.append(f"skipped   {len(view.skipped)} stories opted out")
-    if view.unstable:
-        counted = "fail the gate" if view.unstable_fails else "are shown, not failing the gate"
-        lines.append(
-            f"unstable  {len(view.unstable)} snapshots never settled: their changes {counted}"
-        )
-    if view.snapshots:
-        lines += ["", *_table(view.snapshots, stories=view.source == "storybook")]
-    if view.skipped:
-        lines += ["", *(f"skipped   {s['story_id']}: {s['reason']}" for s in view.skipped)]
-    if view.removed:
-        lines += [
-            "",
-            *(
-                f"removed   {name} (a baseline this build has no story for)"
-                for name in view.removed
-            ),
-        ]
-    return "\n".join(lines)
-
-
-def _report_line(view: BuildView, publishing: str | None) -> str:
-    if view.report_url:
-        return view.report_url
-    return (publishing or "not published") if view.ended else "-"
-
-
-def _table(rows: tuple[SnapshotView, ...], *, stories: bool) -> list[str]:
-    """The snapshots, a line each; a Storybook build's with each story's title and name first."""
-    header = ("NAME", "STATUS", "DIFF PIXELS", "DIFF %", "BASELINE", "FROM BUILD", "DIFF / ERROR")
-    cells = [header, *(_cells(snapshot) for snapshot in rows)]
-    if stories:
-        cells = [("STORY", *header), *((s.label, *c) for s, c in zip(rows, cells[1:], strict=True))]
-    widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]) - 1)]
-    right = {2, 3, 4, 5} if not stories else {3, 4, 5, 6}
-    return [
-        "  ".join(
-            [
-                cell.rjust(width) if column in right else cell.ljust(width)
-                for column, (cell, width) in enumerate(zip(row[:-1], widths, strict=True))
-            ]
-            + [row[-1]]
-        ).rstrip()
-        for row in cells
-    ]
-
-
-def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
-    return (
-        snapshot.name,
-        ", ".join(
-            part
-            for part in (snapshot.status, snapshot.unstable and "unstable", snapshot.review)
-            if part
-        ),
-        "-" if snapshot.diff_pixels is None else str(snapshot.diff_pixels),
-        "-" if snapshot.diff_ratio is None else f"{snapshot.diff_ratio * 100:.2f}",
-        "-" if snapshot.baseline_id is None else str(snapshot.baseline_id),
-        "-" if snapshot.baseline_build_id is None else str(snapshot.baseline_build_id),
-        (snapshot.error or snapshot.diff_path or "")
-        + ("  (never settled: the last of its shots is kept)" if snapshot.settled is False else ""),
     )

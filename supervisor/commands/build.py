@@ -19,10 +19,12 @@ from sqlalchemy import Engine
 
 from ipc.build_view import BuildView
 from supervisor.builds.publish import PUBLISHING, mend, publish_state
-from supervisor.builds.view import format_build, load_build
+from supervisor.builds.text import format_build, is_change
+from supervisor.builds.view import load_build
 from supervisor.commands.options import ID_MAX, open_database, seconds, whole
 from supervisor.db.connection import DatabaseProblem, DatabaseUnavailable, transaction
 from supervisor.logs import complain
+from supervisor.terminal import output_width
 
 
 class BuildExit(IntEnum):
@@ -69,6 +71,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("build_id", metavar="ID", type=whole(1, ID_MAX), help="the build's id")
     parser.add_argument("--json", action="store_true", help="print the build as JSON")
     parser.add_argument(
+        "--changed",
+        action="store_true",
+        help="list only the snapshots that need a look (changed, unstable, failed, new)",
+    )
+    parser.add_argument(
         "--wait", action="store_true", help="wait for the build to end (the host does the work)"
     )
     parser.add_argument(
@@ -107,10 +114,27 @@ def execute(args: argparse.Namespace) -> int:
     if view is None:
         complain("build", f"no build with id {args.build_id}")
         return BuildExit.ERROR
-    print(json.dumps(view.as_json(), indent=2) if args.json else format_build(view, publishing))
+    print(_json(view, changed=args.changed) if args.json else _text(view, publishing, args))
     if args.wait and not view.ended:
         complain("build", f"build {view.id} is still {view.status} after {args.timeout:g} s")
     return verdict(view, zero_on_changes=args.exit_zero_on_changes)
+
+
+def _json(view: BuildView, *, changed: bool) -> str:
+    """The build's JSON; `changed`: its snapshots only those that need a look, its other keys
+    (counts included) those of the whole build."""
+    shown = replace(view, snapshots=tuple(filter(is_change, view.snapshots))) if changed else view
+    return json.dumps(shown.as_json(), indent=2)
+
+
+def _text(view: BuildView, publishing: str | None, args: argparse.Namespace) -> str:
+    return format_build(
+        view,
+        args.artifacts,
+        publishing=publishing,
+        width=output_width(),
+        changes_only=args.changed,
+    )
 
 
 #: A build as read, with why its report is not there yet (`publish_state`) if it has ended

@@ -20,11 +20,13 @@ from pathlib import Path
 
 from ipc.storybook import configured_chromium
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.builds.text import format_build
 from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
-from supervisor.builds.view import format_build, load_build
+from supervisor.builds.view import load_build
 from supervisor.commands.demo_images import write_demo_images
 from supervisor.commands.options import open_database
 from supervisor.db.connection import connect, transaction
+from supervisor.terminal import output_width
 
 PROJECT = "demo"
 STORYBOOKS = Path(__file__).with_name("demo_storybook")
@@ -82,7 +84,7 @@ def show(args: argparse.Namespace, build_id: int) -> str | None:
         view = load_build(conn, build_id)
     engine.dispose()
     assert view is not None
-    print(format_build(view), end="\n\n")
+    print(format_build(view, args.artifacts, width=output_width()), end="\n\n")
     return view.report_url
 
 

@@ -2,12 +2,15 @@
 
 Each command is a module of this folder with `add_arguments(parser)` and `execute(args)`. A
 mistake of the user's or a database the host cannot use is one line on stderr and a non-zero
-exit; anything else is a fault of the program and keeps its traceback.
+exit; anything else is a fault of the program and keeps its traceback. A reader that stops
+reading early (`storyshelf build 7 | head -1`) ends the command quietly (`CUT_SHORT`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,7 +77,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status when standard output's reader went away before it was all written: a shell's
+#: for a program ended by SIGPIPE (128 + 13), as `yes | head` reports. Not 1, which Python's own
+#: example uses: for `build` that says "changes await review", and a script with `pipefail`
+#: would take a cut listing for a verdict.
+CUT_SHORT = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` (else the process's arguments) and return its exit status."""
+    try:
+        code = _run(argv)
+        # Written here, inside the `try`, rather than by the flush at exit, where a reader gone
+        # would be a message on stderr.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise  # a pipe of the program's own (a child's socket): a fault, with its traceback
+        # As Python's documentation of SIGPIPE says: standard output goes to devnull, so that
+        # the flush at exit has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return CUT_SHORT
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help")):
@@ -93,6 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         complain(args.command, str(error))
         return 1
     return code
+
+
+def _reader_gone() -> bool:
+    """Whether nobody reads standard output any more: the other end of its pipe is closed."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (OSError, ValueError):  # not a file (a test's captured output)
+        return False
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
 
 
 def _is_text(argument: str) -> bool:

@@ -163,6 +163,9 @@ builds = Table(
     # build's `publish` job has written it.
     Column("report_url", Text),
     Column("created_at", UtcDateTime, nullable=False, server_default=text("CURRENT_TIMESTAMP")),
+    # When it left `pending` (its plan or its first capture job began); NULL until then, for a
+    # build cancelled while pending, and for builds from before migration 0013.
+    Column("started_at", UtcDateTime),
     Column("finished_at", UtcDateTime),
     Column("error", Text),
     _one_of("status", BUILD_STATES),

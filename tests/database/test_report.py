@@ -341,6 +341,16 @@ def test_the_header_says_what_the_build_is_and_how_it_ended() -> None:
         assert fact in text, fact
 
 
+def test_the_header_shows_the_queue_wait_apart_from_how_long_the_work_took() -> None:
+    started = datetime(2026, 1, 2, 3, 4, 35, tzinfo=UTC)
+    text = Tags(render_report(view(changed(), started_at=started))).words()
+    assert "started 2026-01-02 03:04:35 UTC (waited 30.0 s in the queue)" in text
+    assert "finished 2026-01-02 03:05:05 UTC (took 30.0 s)" in text
+    never = Tags(render_report(view(status="cancelled", started_at=None))).words()
+    assert "finished 2026-01-02 03:05:05 UTC baselines" in never
+    assert "started" not in never and "took" not in never
+
+
 def test_the_page_carries_its_own_style_and_script() -> None:
     page = render_report(view(changed()))
     links = Links()

@@ -11,13 +11,15 @@ import pytest
 from sqlalchemy import Engine
 
 from child.report.render import render_report
+from ipc.artifacts.folder import FolderStore
 from ipc.artifacts.keys import image_key
 from ipc.messages import Done
 from supervisor.builds import capture
 from supervisor.builds.capture import STORY_RESULT_KEYS, ResultError
 from supervisor.builds.notify import summary
 from supervisor.builds.projects import SettingsChange, change_settings
-from supervisor.builds.view import format_build, load_build
+from supervisor.builds.text import format_build
+from supervisor.builds.view import load_build
 from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.host.pool import Child
@@ -147,7 +149,8 @@ def test_an_unstable_change_fails_the_gate_unless_the_project_lets_it_pass(
     by_name = {s["name"]: s for s in document["snapshots"]}
     assert (by_name["a--one"]["unstable"], by_name["a--two"]["unstable"]) == (True, False)
     assert (told["unstable"], told["unstable_total"]) == (["a--one"], 1)
-    assert "changed, unstable" in format_build(view)
-    assert "unstable  1 snapshots never settled" in format_build(view)
+    text = format_build(view, FolderStore(artifacts))
+    assert "changed, unstable" in text
+    assert "unstable  1 snapshots never settled" in text
     page = render_report(view)
     assert 'data-show="unstable"' in page and 'data-unstable="true"' in page
