@@ -69,7 +69,7 @@ def load_build(conn: Connection, build_id: int, *, with_snapshots: bool = True) 
 def recent_builds(conn: Connection, limit: int) -> list[RowMapping]:
     """The `limit` newest builds of every project, newest first, as `status` and `serve` list
     them: id, project, branch, commit, status, review, source, a count per snapshot state,
-    created_at and finished_at."""
+    created_at, finished_at and error (why a failed build failed)."""
     return list(
         conn.execute(
             select(
@@ -83,6 +83,7 @@ def recent_builds(conn: Connection, limit: int) -> list[RowMapping]:
                 *(builds.c[state] for state in SNAPSHOT_STATES),
                 builds.c.created_at,
                 builds.c.finished_at,
+                builds.c.error,
             )
             .join(projects, projects.c.id == builds.c.project_id)
             .order_by(builds.c.id.desc())

@@ -1,7 +1,8 @@
 """`python -m supervisor status [--json]`: what the queue holds and who is running what.
 
 Queue depth by kind and state, every running job with its host, child pid and lease, and the
-most recent builds. The JSON form is for scripts and monitoring; its keys are stable.
+most recent builds, a failed one with why (its `error`, cut to a line of the window; whole in
+the JSON). The JSON form is for scripts and monitoring; its keys are stable.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from supervisor.builds.view import recent_builds
 from supervisor.commands.options import open_database
 from supervisor.db.connection import transaction
 from supervisor.db.tables import SNAPSHOT_STATES, jobs, snapshots
+from supervisor.terminal import NO_LIMIT, cut, output_width
 
 RECENT_BUILDS = 10
 #: Failed snapshots shown per recent build: enough to see what went wrong; `build ID` has all.
@@ -78,7 +80,8 @@ def _failed_snapshots(conn: Connection, build_id: int) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in rows]
 
 
-def format_status(status: dict[str, Any]) -> str:
+def format_status(status: dict[str, Any], width: int = NO_LIMIT) -> str:
+    """`status` as text, each build's and snapshot's reason cut to a line of `width`."""
     lines = ["queue:"]
     for kind, states in sorted(status["queue"].items()):
         counts = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
@@ -99,9 +102,11 @@ def format_status(status: dict[str, Any]) -> str:
             + (f", review {build['review']}" if build["review"] else "")
             + f" ({build['source']}{': ' + counts if counts else ''})"
         )
+        if build["error"]:
+            lines.append(cut(f"    error: {build['error']}", width))
         for failed in build["failed_snapshots"]:
             story = f"{failed['title']}: {failed['story']} " if failed["title"] else ""
-            lines.append(f"      failed {story}[{failed['name']}]: {failed['error']}")
+            lines.append(cut(f"      failed {story}[{failed['name']}]: {failed['error']}", width))
     return "\n".join(lines)
 
 
@@ -114,5 +119,5 @@ def execute(args: argparse.Namespace) -> int:
     with transaction(engine) as conn:
         status = read_status(conn)
     engine.dispose()
-    print(json.dumps(status, indent=2) if args.json else format_status(status))
+    print(json.dumps(status, indent=2) if args.json else format_status(status, output_width()))
     return 0

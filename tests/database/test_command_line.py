@@ -3,6 +3,7 @@ migrates by itself, and the text log is coloured only for a terminal without `NO
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -10,10 +11,12 @@ import sys
 from pathlib import Path
 
 from alembic import command
+from sqlalchemy import Engine
 
 from supervisor.db.connection import connect, parse_url
 from supervisor.db.migrate import alembic_config, head_revision
 from tests.capture_helpers import write_png
+from tests.database.test_plan_kind import planned, queue_plan, record
 from tests.hosts import ROOT
 
 
@@ -109,3 +112,20 @@ def test_no_color_keeps_the_text_log_plain_on_a_terminal(tmp_path: Path) -> None
     written = stderr_on_a_terminal(tmp_path, NO_COLOR="1")
     assert b"schema migrated" in written
     assert b"\x1b[" not in written
+
+
+def test_status_says_why_a_failed_build_failed_in_a_line_of_the_window(
+    database_url: str, engine: Engine, tmp_path: Path
+) -> None:
+    reason = "the preview threw ReferenceError: process is not defined at the top of main.js"
+    plan = queue_plan(engine, tmp_path / "artifacts")
+    record(engine, plan, planned(error=reason), tmp_path / "artifacts")
+    why = f"the Storybook cannot be planned: {reason}"
+    shown = cli("status", "--database-url", database_url, cwd=tmp_path, COLUMNS="60")
+    assert shown.returncode == 0, shown.stderr
+    (line,) = [line for line in shown.stdout.splitlines() if line.startswith("    error: ")]
+    assert len(line) == 60 and line.endswith("…")
+    assert f"    error: {why}".startswith(line.removesuffix("…"))
+    whole = cli("status", "--json", "--database-url", database_url, cwd=tmp_path, COLUMNS="60")
+    (build,) = json.loads(whole.stdout)["builds"]
+    assert (build["status"], build["error"]) == ("failed", why)
