@@ -137,17 +137,21 @@ def _table(
         cells = [("STORY", *header), *((s.label, *c) for s, c in zip(rows, cells[1:], strict=True))]
     names = 2 if stories else 1
     widths = _widths(cells, names, width)
-    lines: list[str] = []
-    for index, row in enumerate(cells):
-        lines.append(
-            "  ".join(
-                cut(cell, size, middle=True).ljust(size) if column < names + 1 else cell.rjust(size)
-                for column, (cell, size) in enumerate(zip(row, widths, strict=True))
-            ).rstrip()
-        )
-        if index:
-            lines += _detail(rows[index - 1], store, width)
+    lines = [_row(cells[0], widths, names)]
+    for snapshot, row in zip(rows, cells[1:], strict=True):
+        lines += [_row(row, widths, names), *_detail(snapshot, store, width)]
     return lines
+
+
+def _row(cells: tuple[str, ...], widths: list[int], names: int) -> str:
+    """A line of the table: its names cut to their widths, the status after them, the numbers
+    to the right."""
+    return "  ".join(
+        cut(cell, size, middle=True).ljust(size) if column < names
+        else cell.ljust(size) if column == names
+        else cell.rjust(size)
+        for column, (cell, size) in enumerate(zip(cells, widths, strict=True))
+    ).rstrip()  # fmt: skip
 
 
 def _widths(cells: list[tuple[str, ...]], names: int, width: int) -> list[int]:
