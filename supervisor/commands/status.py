@@ -18,7 +18,7 @@ from supervisor.builds.view import recent_builds
 from supervisor.commands.options import open_database
 from supervisor.db.connection import transaction
 from supervisor.db.tables import SNAPSHOT_STATES, jobs, snapshots
-from supervisor.terminal import NO_LIMIT, cut, output_width
+from supervisor.terminal import cut, output_width
 
 RECENT_BUILDS = 10
 #: Failed snapshots shown per recent build: enough to see what went wrong; `build ID` has all.
@@ -80,8 +80,9 @@ def _failed_snapshots(conn: Connection, build_id: int) -> list[dict[str, Any]]:
     return [dict(row._mapping) for row in rows]
 
 
-def format_status(status: dict[str, Any], width: int = NO_LIMIT) -> str:
-    """`status` as text, each build's and snapshot's reason cut to a line of `width`."""
+def format_status(status: dict[str, Any], width: int) -> str:
+    """`status` as text, each build's and snapshot's reason cut to a line of `width`
+    (`supervisor.terminal.NO_LIMIT`: whole)."""
     lines = ["queue:"]
     for kind, states in sorted(status["queue"].items()):
         counts = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
