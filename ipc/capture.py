@@ -1,6 +1,6 @@
 """What a child sends back for each snapshot of a capture job: one contract for both sides.
 
-The child fills a result with these keys (`child.capture.shard`), the parent refuses a result
+The child fills a result with these keys (`child.capture.judge`), the parent refuses a result
 with any key more or less (`supervisor.builds.capture`) and stores each in the snapshot's row. A
 Storybook snapshot's result adds `ipc.storybook.STORY_RESULT_FIELDS`.
 """

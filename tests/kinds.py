@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from child.worker.handlers import Handler, Progress
+from child.worker.handler import Handler, Progress
 from ipc import scratch
 from ipc.failures import JobError, PermanentFailure
 from supervisor.builds.kinds import Kind, Payload

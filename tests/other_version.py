@@ -4,7 +4,7 @@ would: loaded with `STORYSHELF_PLUGINS=tests.other_version`, the host must refus
 from __future__ import annotations
 
 from child.worker import loop
-from child.worker.handlers import Handler
+from child.worker.handler import Handler
 from ipc.messages import PROTOCOL_VERSION
 from supervisor.builds.kinds import Kind
 

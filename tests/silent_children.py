@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from child.worker import loop
-from child.worker.handlers import Handler
+from child.worker.handler import Handler
 from supervisor.builds.kinds import Kind
 
 _check_engine = loop.check_engine

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from child.report import publish
-from child.worker.handlers import Handler, Progress
+from child.worker.handler import Handler, Progress
 from supervisor.builds.kinds import Kind
 
 VARIABLE = "STORYSHELF_TEST_PUBLISH"

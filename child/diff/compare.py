@@ -260,7 +260,7 @@ def _open(path: Path) -> pyvips.Image:
     """Open lazily with ``fail_on="error"`` so that a damaged file raises instead of decoding
     as grey garbage; every libvips or OS failure becomes an ImageError naming the file, but
     for a file that is not there: `FileNotFoundError`, which a caller reading through a cache
-    that can be cleared under it tries again (`child.capture.shard.capture_one`)."""
+    that can be cleared under it tries again (`child.capture.judge.capture_one`)."""
     try:
         return pyvips.Image.new_from_file(os.fspath(path), fail_on="error")
     except pyvips.Error as error:

@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from child.worker.beats import beating
-from child.worker.handlers import Progress
+from child.worker.handler import Progress
 from ipc.failures import JobError, PermanentFailure
 from ipc.notify import NotifyResult
 from ipc.webhook_target import literal_address, refusal

@@ -27,7 +27,7 @@ import structlog
 from child.artifacts.access import STORE_CALL_SECONDS
 from child.report.render import Listing, report_parts
 from child.worker.beats import beating
-from child.worker.handlers import Progress
+from child.worker.handler import Progress
 from ipc.artifacts.location import open_store
 from ipc.artifacts.s3 import CONCURRENCY
 from ipc.artifacts.store import ArtifactMissing, ArtifactStore, StoreError, StoreUnavailable

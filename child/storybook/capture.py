@@ -5,7 +5,7 @@ build (`StorybookRef`), and each snapshot is a `StorySnapshot` plus its `"baseli
 snapshot the story is rendered in the child's browser (`child.browser.render`), the PNG stored
 content-addressed at `images/<sha[:2]>/<sha>.png` in the artifact store (written as a scratch
 file and stored when whole, so no reader ever sees half of one: `child.artifacts`), and compared with its baseline
-exactly as an uploaded image is (`capture_one`), with the snapshot's own threshold and
+exactly as an uploaded image is (`child.capture.judge`), with the snapshot's own threshold and
 anti-aliasing setting over the project's when it has them. Progress is reported after every
 story, so a long shard is never mistaken for a hung child. The page is kept for the child's
 next shard of the same build (`child.storybook.kept`).
@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -30,7 +30,7 @@ from child.artifacts.access import JobArtifacts, for_job
 from child.browser.launch import child_browser
 from child.browser.render import Capture
 from child.browser.stopwatch import Phase, Stopwatch, add
-from child.capture.shard import (
+from child.capture.judge import (
     SnapshotResult,
     capture_one,
     diff_options,
@@ -41,11 +41,10 @@ from child.diff.compare import DiffOptions
 from child.storybook.kept import build_page
 from child.storybook.stored import load
 from child.worker import resources
+from child.worker.handler import Progress
 from ipc.artifacts.keys import image_key
 
 log = structlog.get_logger(__name__)
-
-Progress = Callable[[dict[str, Any]], None]
 
 
 def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:

@@ -14,7 +14,6 @@ Payload: `{"artifacts": str (the store's location), "build_id": int, "storybook"
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -27,13 +26,12 @@ from child.browser.preview import PreviewError, read_stories
 from child.browser.site import Site
 from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
+from child.worker.handler import Progress
 from child.worker.resources import RefusedForks
 from ipc.storybook import PlanResult
 from ipc.storybook_index import INDEX_FILES, IndexEntry, IndexProblem, parse_index_bytes
 
 log = structlog.get_logger(__name__)
-
-Progress = Callable[[dict[str, Any]], None]
 
 
 def run(payload: dict[str, Any], progress: Progress) -> PlanResult:

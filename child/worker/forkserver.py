@@ -20,7 +20,7 @@ import struct
 import time
 from typing import NoReturn
 
-from child.worker.handlers import Handler
+from child.worker.handler import Handler
 from ipc.forkserver import READY, recv_request, reply_failed, reply_spawned
 
 #: The intermediate's report of the child's pid to the fork server.

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from child.worker.engine import check_engine
-from child.worker.handlers import Handler
+from child.worker.handler import Handler
 from child.worker.resources import OutOfResources
 from ipc.failures import JobError, PermanentFailure
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode

@@ -11,7 +11,7 @@ that cannot do its part) retries or fails that one job with the error; the host 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -25,21 +25,11 @@ from supervisor.builds.kinds import Kind
 from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connection_lost, transaction
 from supervisor.db.queue import Job
+from supervisor.host.outcome import JobOutcome
 from supervisor.host.pool import Child
 from supervisor.host.running import Running
 from supervisor.host.settings import HostSettings
 from supervisor.metrics.registry import HostMetrics
-
-JobOutcome = Literal[
-    "completed",  # the child's results were recorded and the job acknowledged
-    "retried",  # it failed or crashed its child; queued again with backoff
-    "failed",  # it failed for good (final attempt, a failure no retry mends, crashed too often)
-    "cancelled",  # a cancel was asked and the job stopped
-    "lost",  # the lease was no longer ours: nothing recorded, the new owner settles it
-    "dropped",  # malformed data: failed without running
-    "unhandled",  # no handler for its kind: failed without running
-    "released",  # given back without spending an attempt (drain, or the child died before starting)
-]
 
 #: How often settlements that met a database outage are tried again.
 PENDING_RETRY_SECONDS = 1.0

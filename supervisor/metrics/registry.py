@@ -13,15 +13,13 @@ class (`crash_cause_label`): the signal's name, never the detail of a stall or a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from supervisor.host.deaths import cause_class
+from supervisor.host.outcome import JobOutcome
 from supervisor.metrics.health import HealthBoard
-
-if TYPE_CHECKING:  # the settler records into these metrics: imported by it, not importing it
-    from supervisor.host.settle import JobOutcome
 
 PREFIX = "storyshelf"
 #: Seconds from claim to settle: a short job takes milliseconds, a capture shard minutes.
@@ -115,8 +113,6 @@ class HostMetrics:
 
     def know_kinds(self, kinds: Iterable[str]) -> None:
         """Start every kind's series at 0, so that a rate over them exists before the first job."""
-        from supervisor.host.settle import JobOutcome
-
         for kind in kinds:
             self.job_duration.labels(kind)
             for outcome in get_args(JobOutcome):

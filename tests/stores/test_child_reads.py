@@ -16,7 +16,7 @@ import pytest
 
 from child.artifacts.access import CachedArtifacts, for_job
 from child.cache.content import ContentCache, HashMismatch
-from child.capture.shard import capture_one, diff_options
+from child.capture.judge import capture_one, diff_options
 from ipc.artifacts.keys import image_key
 from ipc.artifacts.s3 import ENDPOINT_VARIABLE, S3Store
 from ipc.artifacts.store import ArtifactMissing, StoreUnavailable
