@@ -1,6 +1,6 @@
 #!/bin/sh
 # Rebuild the Storybook that `python -m supervisor demo` captures, in its two variants, from
-# scripts/demo_storybook/ into supervisor/commands/demo_storybook/{main,branch}/.
+# scripts/demo_storybook/ into supervisor/data/demo_storybook/{main,branch}/.
 #
 # The builds are committed and shipped as package data, so the demo needs neither node nor npm.
 # Each is the preview only (iframe.html, index.json and their assets; the capture never loads
@@ -11,7 +11,7 @@
 # or lock file, and commit the sources and both builds together.
 set -eu
 here="$(cd "$(dirname "$0")" && pwd)"
-out="$here/../supervisor/commands/demo_storybook"
+out="$here/../supervisor/data/demo_storybook"
 cd "$here/demo_storybook"
 nice -n 19 npm ci --no-audit --no-fund
 for variant in main branch; do

@@ -1,6 +1,6 @@
 """The README's picture of a build report: a small real build, and its report shot in Chromium.
 
-The demo's two Storybook builds (`supervisor/commands/demo_storybook/`: `main`, then a branch
+The demo's two Storybook builds (`supervisor/data/demo_storybook/`: `main`, then a branch
 with a colour token changed, a text edit, a new story and a removed one) go through a real host
 (`run --drain`) on a throwaway SQLite database and artifacts folder, through the command line
 only, as a user would run them. The branch build's report is then opened from disk in headless
@@ -24,9 +24,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from ipc.storybook import configured_chromium
+from supervisor.commands.demo import STORYBOOKS
 
 ROOT = Path(__file__).resolve().parents[1]
-STORYBOOKS = ROOT / "supervisor" / "commands" / "demo_storybook"
 WIDTH, HEIGHT = 1280, 960
 #: The builds, in order: (the Storybook folder, its branch).
 BUILDS = (("main", "main"), ("branch", "feature/new-buttons"))

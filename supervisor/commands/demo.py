@@ -1,6 +1,6 @@
 """`python -m supervisor demo`: the whole product on the embedded SQLite default, in one command.
 
-It captures the small Storybook that ships with the package (`demo_storybook/`, two static
+It captures the small Storybook that ships with the package (`supervisor/data/demo_storybook/`, two static
 builds made by `scripts/build_demo_storybook.sh`, so the demo needs no npm): a baseline build
 on `main`, a real capture host run until it ends, then a branch build with real changes (a
 colour token, a text edit, a new story, a removed one), the host again, and the results and
@@ -29,7 +29,8 @@ from supervisor.db.connection import connect, transaction
 from supervisor.terminal import output_width
 
 PROJECT = "demo"
-STORYBOOKS = Path(__file__).with_name("demo_storybook")
+#: The demo's two Storybook builds, `main` and `branch`: package data, kept apart from the code.
+STORYBOOKS = Path(__file__).parents[1] / "data" / "demo_storybook"
 #: The two builds, in order: (what it is, branch).
 STEPS = (("main", "main"), ("branch", "feature/new-buttons"))
 

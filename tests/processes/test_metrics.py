@@ -22,6 +22,7 @@ from sqlalchemy import Engine, select
 
 from ipc.artifacts.folder import FolderStore
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
+from supervisor.commands.demo import STORYBOOKS
 from supervisor.db.connection import connect, transaction
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import builds
@@ -43,7 +44,7 @@ from tests.processes.test_host_faults import fork_server_of
 SERVED = ("--metrics-address", "127.0.0.1:0")
 ROOT = Path(__file__).resolve().parents[2]
 #: The demo's small Storybook: seven stories, one size each, none failing.
-DEMO_STORYBOOK = ROOT / "supervisor" / "commands" / "demo_storybook" / "main"
+DEMO_STORYBOOK = STORYBOOKS / "main"
 
 
 def address_of(host: HostProcess) -> str:
