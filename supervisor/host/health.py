@@ -42,6 +42,9 @@ class SpawnBackoff:
     backoff_seconds: float = 0.0
     #: Spawns in a row that failed (the kernel refused a fork, the fork server was gone).
     fork_failures: int = 0
+    #: Why the last spawn failed, for `/healthz` while spawning backs off; cleared when children
+    #: spawn again in the running host (`supervisor.host.children`).
+    fork_error: str | None = None
 
     def child_failed(self, now: float) -> float:
         """Record a fruitless death; the delay before the next spawn (0 while under the limit)."""
