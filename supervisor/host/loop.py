@@ -6,13 +6,14 @@ ends expired leases, renews what is held, keeps a child per slot, records finish
 claims work, then waits for the next thing to happen (a child's message, a NOTIFY, a signal, a
 child's death, a deadline). Everything runs on this one thread; signal handlers only queue.
 
-Each duty is decided in the module named for it, and this one only calls them in turn: the
-start (`startup`), the children's lives (`children`), what is sent to them and heard back
-(`exchange`), the wait (`waiting`), which jobs are held and running (`inflight`), how many to
-claim ahead (`claim_ahead`), leases (`lease`), how a job ends (`settle`), which process runs it
-(`pool`), why a child died (`deaths`), back-offs (`health`), the drain (`drain`), wake-ups
-(`signals`, `wakeup`). The clock and the randomness are passed in, so those decisions are
-tested with a fake clock.
+Each duty is decided in the module named for it: the start (`startup`), the children's lives
+(`children`), what is sent to them and heard back (`exchange`), the wait (`waiting`), which
+jobs are held and running (`inflight`), how many to claim ahead (`claim_ahead`), leases
+(`lease`), how a job ends (`settle`), which process runs it (`pool`), why a child died
+(`deaths`), back-offs (`health`), the drain (`drain`), wake-ups (`signals`, `wakeup`). Here are
+the turn and the few verbs that are the loop's own: signals and the drain, cancels, leases and
+claims as the database allows, and the end. The clock and the randomness are passed in, so
+those decisions are tested with a fake clock.
 """
 
 from __future__ import annotations
