@@ -3,6 +3,7 @@ kept by evicting the least recently used, and all of it shared by forked process
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import multiprocessing
@@ -286,7 +287,11 @@ def _busy_child(folder: Path, seed: int) -> None:
             blob = f"{seed}-{step}".encode() * 100
             source = folder / f"render-{os.getpid()}-{step}"
             source.write_bytes(blob)
-            assert cache.add(digest(blob), source).read_bytes() == blob
+            added = cache.add(digest(blob), source)
+            # On a bound this small, another process may evict it at once (the race the
+            # module's docstring names): then it is gone whole, never seen in part.
+            with contextlib.suppress(FileNotFoundError):
+                assert added.read_bytes() == blob
             continue
         if step % 37 == 0:
             with pytest.raises(HashMismatch):
