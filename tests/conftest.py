@@ -147,37 +147,3 @@ def person_browser() -> Iterator[Browser]:
         yield launched
         launched.close()
 
-
-#: The suite's long tests, first: spread over parallel workers (pytest-xdist), a soak or a
-#: real-world capture started last would run on alone for a minute after everything else ended.
-#: Quick tests fill the gaps at the end (unit last).
-LONG_FIRST = (
-    "tests/processes/test_chaos.py",
-    "tests/processes/test_realworld.py",
-    "tests/processes/test_storybook_hosts.py",
-    "tests/processes/",
-    "tests/browser/",
-    "tests/stores/",
-    "tests/serve/",
-    "tests/database/",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the tests by `LONG_FIRST`, each file's own order kept."""
-
-    def rank(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        return next(
-            (index for index, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)),
-            len(LONG_FIRST),
-        )
-
-    items.sort(key=rank)
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker more than the CPUs this process may use: a worker waiting on a host or a
-    browser leaves its CPU to the others (measured on 2 CPUs: the suite in 14.6 min on 3
-    workers, 23 min in one process)."""
-    return len(os.sched_getaffinity(0)) + 1

@@ -11,11 +11,11 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from child.browser.launch import ChildBrowser
 from child.browser.pages import AGENT
 
-#: How long a page may take to give its screenshot. Now and then, on a busy machine (the
-#: suite's parallel workers make one), a fresh context keeps its renderer from answering for
-#: tens of seconds (the capture's watchdog fails such a story after `SHOTS_SECONDS`): that is
-#: not the race this test is about, so such a page is skipped and another opened, until
-#: `ENOUGH_SHOTS` pages have answered, at most `MOST_PAGES` tried.
+#: How long a page may take to give its screenshot. Now and then, on a busy machine, a fresh
+#: context keeps its renderer from answering for tens of seconds (the capture's watchdog fails
+#: such a story after `SHOTS_SECONDS`): that is not the race this test is about, so such a page
+#: is skipped and another opened, until `ENOUGH_SHOTS` pages have answered, at most
+#: `MOST_PAGES` tried.
 STALL_MS = 5_000
 ENOUGH_SHOTS = 8
 MOST_PAGES = 30
