@@ -28,9 +28,8 @@ def output_width() -> int:
 
 def cut(text: str, width: int, *, middle: bool = False) -> str:
     """`text` on one line (its indent kept) of at most `width` characters (`NO_LIMIT`: any), cut
-    with an ellipsis
-    at its end, or in its `middle` for a name whose two ends tell it apart from its neighbours
-    ("components-forms-date-picker--with-range [320]")."""
+    with an ellipsis at its end, or in its `middle` for a name whose two ends tell it apart from
+    its neighbours ("components-forms-date-picker--with-range [320]")."""
     line = text[: len(text) - len(text.lstrip())] + " ".join(text.split())
     if width <= NO_LIMIT or len(line) <= width:
         return line
