@@ -23,6 +23,7 @@ from ipc.artifacts.store import ArtifactStore
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import metadata
+from tests import scheduling
 from tests.artifact_stores import STORE_KINDS, StoreKind, new_store
 from tests.chromium import require_chromium
 from tests.hostile import Listeners
@@ -147,3 +148,12 @@ def person_browser() -> Iterator[Browser]:
         yield launched
         launched.close()
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each worker's part of the suite starts with its long tests (`tests.scheduling`)."""
+    scheduling.order(items)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """As many workers as CPUs this process may use."""
+    return len(os.sched_getaffinity(0))

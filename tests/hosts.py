@@ -27,11 +27,15 @@ FAST = (
 )  # fmt: skip
 
 T = TypeVar("T")
+#: How long a test waits for what a host, a server or a browser will do before it fails: a
+#: guard for a machine the suite's parallel workers keep busy, not a promise (each promise's
+#: own bound is asserted where it is made).
+PATIENCE = 60.0
 
 
 def wait_for(
     predicate: Callable[[], T | Literal[False] | None],
-    timeout: float = 20.0,
+    timeout: float = PATIENCE,
     interval: float = 0.05,
 ) -> T:
     """Poll until `predicate` returns something truthy; fail the test after `timeout` seconds."""
@@ -102,13 +106,13 @@ class HostProcess:
                 found.append(event)
         return found
 
-    def wait_for_event(self, name: str, timeout: float = 20.0, **fields: Any) -> dict[str, Any]:
+    def wait_for_event(self, name: str, timeout: float = PATIENCE, **fields: Any) -> dict[str, Any]:
         return wait_for(lambda: next(iter(self.events(name, **fields)), None), timeout)
 
     def signal(self, number: signal.Signals) -> None:
         self.process.send_signal(number)
 
-    def wait(self, timeout: float = 30.0) -> int:
+    def wait(self, timeout: float = PATIENCE) -> int:
         try:
             return self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -197,7 +201,7 @@ def ended(engine: Engine, job_id: int, timeout: float = 30.0) -> dict[str, Any]:
     )
 
 
-def running_child(host: HostProcess, job_id: int, timeout: float = 20.0) -> int:
+def running_child(host: HostProcess, job_id: int, timeout: float = PATIENCE) -> int:
     """The pid of the child running the job, once the child accepted it.
 
     Not as soon as the job's row names a child: the claim writes the pid before the job is

@@ -26,6 +26,7 @@ from supervisor.host.pool import Child
 from supervisor.host.settings import HostSettings
 from supervisor.host.settle import Settler
 from supervisor.metrics.registry import HostMetrics
+from tests.hosts import PATIENCE
 
 #: Retries come due at once, near enough: 0.05 s, doubling.
 BACKOFF_SECONDS = 0.05
@@ -87,7 +88,7 @@ class SettledRunner:
         self.settler.complete_and_claim([])  # records a Done now, claims nothing
         return running.job.id
 
-    def run_all(self, timeout: float = 20.0) -> list[int]:
+    def run_all(self, timeout: float = PATIENCE) -> list[int]:
         """Run jobs until none is open; the ids run, in order (a retried job once per try)."""
         deadline = time.monotonic() + timeout
         ran = []

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.hosts import PATIENCE
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -50,7 +52,7 @@ class WebhookServer(ThreadingHTTPServer):
             self.received.append(received)
             return self.script.pop(0) if self.script else Answer()
 
-    def wait_for(self, count: int, timeout: float = 20.0) -> list[Received]:
+    def wait_for(self, count: int, timeout: float = PATIENCE) -> list[Received]:
         """The requests once `count` have arrived."""
         deadline = time.monotonic() + timeout
         while len(self.received) < count:

@@ -9,66 +9,56 @@ reading early (`storyshelf build 7 | head -1`) ends the command quietly (`CUT_SH
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import select
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 from supervisor import logs
-from supervisor.commands import (
-    build,
-    cancel,
-    demo,
-    enqueue_build,
-    migrate,
-    project,
-    prune,
-    review,
-    run,
-    serve,
-    status,
-)
 from supervisor.commands.options import CommandParser, add_common
 from supervisor.db.connection import DatabaseProblem
 from supervisor.logs import PROGRAM, complain
 
-#: Each command: its module and what it does, as `--help` shows it.
-COMMANDS: tuple[tuple[str, ModuleType, str], ...] = (
-    ("run", run, "the capture host: claim and run jobs until SIGTERM (then drain)"),
-    ("migrate", migrate, "create or upgrade the schema"),
-    (
-        "enqueue-build",
-        enqueue_build,
-        "register a build of a Storybook static build or a folder of PNGs; prints its id",
-    ),
-    ("status", status, "queue depth, running jobs, recent builds"),
-    ("build", build, "a build's state and every snapshot's result"),
-    ("review", review, "accept or reject a build's changes"),
-    ("serve", serve, "serve builds and reports over HTTP, with review"),
-    ("cancel", cancel, "cancel a build's jobs"),
-    ("project", project, "show or change a project's diff settings"),
-    ("prune", prune, "delete old jobs and builds no baseline needs, and files nothing names"),
-    ("demo", demo, "make demo screenshots, run two builds, print the outcome"),
-)
+#: Each command: what it does, as `--help` shows it. Its module in this folder is its name with
+#: `_` for `-`.
+COMMANDS: dict[str, str] = {
+    "run": "the capture host: claim and run jobs until SIGTERM (then drain)",
+    "migrate": "create or upgrade the schema",
+    "enqueue-build": "register a build of a Storybook static build or a folder of PNGs; prints its id",
+    "status": "queue depth, running jobs, recent builds",
+    "build": "a build's state and every snapshot's result",
+    "review": "accept or reject a build's changes",
+    "serve": "serve builds and reports over HTTP, with review",
+    "cancel": "cancel a build's jobs",
+    "project": "show or change a project's diff settings",
+    "prune": "delete old jobs and builds no baseline needs, and files nothing names",
+    "demo": "make demo screenshots, run two builds, print the outcome",
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(chosen: str | None) -> argparse.ArgumentParser:
+    """The parser, with the options of the command `chosen` only: only its module is imported,
+    so `build 7` does not load the host, the server and the demo (a third of its start-up),
+    and the others' options are never read in the same call anyway."""
     parser = CommandParser(
         prog=PROGRAM if Path(sys.argv[0]).name == PROGRAM else "python -m supervisor",
         description="Storyshelf capture host: claims capture jobs and diffs screenshots in forked children.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, module, help_text in COMMANDS:
+    for name, help_text in COMMANDS.items():
         sub = commands.add_parser(
             name,
             command=name,
             help=help_text,
             description=help_text,
-            epilog=getattr(module, "EPILOG", None),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        if name != chosen:
+            continue
+        module = importlib.import_module(f"supervisor.commands.{name.replace('-', '_')}")
+        sub.epilog = getattr(module, "EPILOG", None)
         # The demo prints its own story; the host's log is kept to warnings unless asked.
         add_common(sub, log_level="warning" if name == "demo" else "info")
         if hasattr(module, "add_arguments"):
@@ -103,10 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help")):
         arguments.insert(0, "run")
+    parser = build_parser(arguments[0])
     for argument in arguments:
         if not _is_text(argument):
             # Bytes the locale could not decode (a branch named in Latin-1): stored, they

@@ -1,10 +1,15 @@
 """Bad input of every kind: one line on stderr, a non-zero exit, no traceback, nothing stored.
 
-Each case is one row of `CASES`, run as a user would run it (`python -m supervisor ...` in a
-subprocess) on PostgreSQL and on SQLite. A row's arguments, environment and working folder may
-name the places of `Places` in braces (`{database}`, `{empty}`, ...). After every row the
-migrated database still has no rows and no file appeared anywhere under the test's folder. More
-bad inputs are more rows.
+Each case is one row of `CASES`, run through the command line's own entry point with its own
+arguments, environment and working folder, on PostgreSQL and on SQLite. A row's arguments,
+environment and working folder may name the places of `Places` in braces (`{database}`,
+`{empty}`, ...). After every row the migrated database still has no rows and no file appeared
+anywhere under the test's folder. More bad inputs are more rows.
+
+Most rows run in this process (`tests.command_line.call`): a subprocess per row cost the suite
+a second of CPU each, on eighty rows. A row runs as `python -m supervisor` in a subprocess of its own where
+the process matters (`_in_a_subprocess`): root made to meet folder permissions (a process's
+capabilities), and a host that gets past its settings (its signal handlers and fork server).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from sqlalchemy import func, inspect, select
 from supervisor.db.connection import connect
 from supervisor.db.tables import metadata
 from tests.capture_helpers import write_png
+from tests.command_line import call
 from tests.hosts import ROOT
 from tests.postgres_server import free_port
 
@@ -333,20 +339,20 @@ def _databases(case: Case) -> tuple[str, ...]:
     indirect=["database_url"],
 )
 def test_bad_input_is_one_line_and_stores_nothing(
-    case: Case, places: Places, tmp_path: Path
+    case: Case,
+    places: Places,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     before = files_under(tmp_path)
-    env = {name: value for name, value in os.environ.items() if not name.startswith("STORYSHELF_")}
-    env.update({name: places.fill(value) for name, value in case.env.items()}, PYTHONPATH=str(ROOT))
-    result = subprocess.run(
-        [sys.executable, "-m", "supervisor", *(places.fill(arg) for arg in case.args)],
-        cwd=places.fill(case.cwd),
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=without_override,
-    )
+    args = [places.fill(arg) for arg in case.args]
+    env = {name: places.fill(value) for name, value in case.env.items()}
+    cwd = Path(places.fill(case.cwd))
+    if _in_a_subprocess(case):
+        result = _subprocess(args, env, cwd)
+    else:
+        result = call(args, monkeypatch, capsys, env=env, cwd=cwd)
     assert result.returncode != 0, result.stdout + result.stderr
     if case.exits is not None:
         assert result.returncode == case.exits, result.stderr
@@ -357,3 +363,30 @@ def test_bad_input_is_one_line_and_stores_nothing(
     assert files_under(tmp_path) == before
     assert rows_and_tables(places.database)[0] == 0
     assert rows_and_tables(places.empty)[1] == []
+
+
+def _in_a_subprocess(case: Case) -> bool:
+    """Whether the row needs a process of its own: a read-only folder (root writes into any
+    unless the process drops a capability), or a host that starts once its settings are read."""
+    readonly = any("{readonly}" in text for text in (*case.args, case.cwd))
+    starts_a_host = case.args[0] == "run" and case.id not in BEFORE_THE_DATABASE
+    return readonly or starts_a_host
+
+
+def _subprocess(
+    args: list[str], env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """`python -m supervisor ARGS` as a user runs it, as root without its override of folder
+    permissions."""
+    inherited = {
+        name: value for name, value in os.environ.items() if not name.startswith("STORYSHELF_")
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        cwd=cwd,
+        env={**inherited, **env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=without_override,
+    )

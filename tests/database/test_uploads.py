@@ -23,6 +23,7 @@ from supervisor.db import queue
 from supervisor.db.connection import transaction
 from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs, projects
 from tests.capture_helpers import claim, prepare, run_cli, settle, write_png
+from tests.command_line import call
 from tests.hosts import ROOT
 
 
@@ -211,19 +212,25 @@ def test_the_command_prints_ids_and_count_as_json(
     }
 
 
-def enqueue_subprocess(
-    database_url: str, tmp_path: Path, images: Path, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    """The real `python -m supervisor enqueue-build`, in a process of its own."""
-    command = [
-        sys.executable, "-m", "supervisor", "enqueue-build",
+def enqueue_args(database_url: str, tmp_path: Path, images: Path, *extra: str) -> list[str]:
+    """`enqueue-build`'s arguments for `images`, on `main` unless `extra` names a branch."""
+    args = [
+        "enqueue-build",
         f"--database-url={database_url}", f"--artifacts={tmp_path / 'artifacts'}",
         "--project=web", f"--images={images}", *extra,
     ]  # fmt: skip
     if not any(option.startswith("--branch") for option in extra):
-        command.append("--branch=main")
+        args.append("--branch=main")
+    return args
+
+
+def enqueue_subprocess(
+    database_url: str, tmp_path: Path, images: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    """The real `python -m supervisor enqueue-build`, in a process of its own."""
     return subprocess.run(
-        command, capture_output=True, text=True, cwd=ROOT, timeout=120,
+        [sys.executable, "-m", "supervisor", *enqueue_args(database_url, tmp_path, images, *extra)],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
@@ -295,12 +302,18 @@ def files_under(folder: Path) -> list[Path]:
 
 @pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
 def test_a_refused_upload_says_why_in_one_line_and_stores_nothing(
-    database_url: str, engine: Engine, tmp_path: Path, case: str
+    database_url: str,
+    engine: Engine,
+    tmp_path: Path,
+    case: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     make_folder, options, message = REFUSED[case]
     shots = tmp_path / "shots"
     write_png(shots / "a.png", marks=((1, 1, 5, 5),))
-    result = enqueue_subprocess(database_url, tmp_path, make_folder(shots), *options)
+    args = enqueue_args(database_url, tmp_path, make_folder(shots), *options)
+    result = call(args, monkeypatch, capsys)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
