@@ -155,5 +155,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """As many workers as CPUs this process may use."""
-    return len(os.sched_getaffinity(0))
+    """One worker more than the CPUs this process may use: the tests that wait on a host or a
+    server leave their CPU to the others (on 2 CPUs: 11.7 min on 3 workers, 13-14 on 2)."""
+    return len(os.sched_getaffinity(0)) + 1
