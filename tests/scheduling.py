@@ -13,7 +13,8 @@ import os
 
 import pytest
 
-#: Tests of a minute or more, dealt to the workers' parts in turn (a group of them: one worker).
+#: Tests of half a minute or more. The first group goes to the first worker, one test after the
+#: other (the soaks: side by side they slow each other down); the second is dealt in turn.
 LONG = (
     ("tests/processes/test_chaos.py",),
     (
