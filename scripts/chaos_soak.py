@@ -74,6 +74,7 @@ from ipc import scratch
 from ipc.artifacts.keys import REPORTS_PREFIX as REPORTS_FOLDER
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactStore
+from ipc.messages import STACK_DUMP_SIGNAL
 from scripts.partitions import fencing, latency, namespaces
 from scripts.partitions.health import Watch, ask
 from scripts.partitions.namespaces import Network, NetworkError, Slot
@@ -821,6 +822,8 @@ HEALTH_POLL_SECONDS = 1.0
 HEALTH_BOUND_SECONDS = 25.0
 #: How long a host may take to exit after the final SIGTERM (its drain is 10 s).
 STOP_TIMEOUT_SECONDS = 60.0
+#: How long a host that ignored SIGTERM gets to write its threads' stacks before SIGKILL.
+STACK_DUMP_SECONDS = 1.0
 #: A round is started only with this much of `--minutes` left: one with no time for faults
 #: would only repeat the calm run.
 MIN_ROUND_SECONDS = 20.0
@@ -1079,8 +1082,7 @@ class RoundReport:
     broken: dict[str, list[str]]
     #: Attempts that ended because the bucket did not answer (None: no bucket).
     store_retries: int | None = None
-    #: Children the shifted host killed as hung while it could not beat, and the shifted host
-    #: itself if it did not exit on SIGTERM (not judged: `unjudged_hangs`, `unjudged_stops`).
+    #: Children the shifted host killed as hung while it could not beat (not judged).
     unjudged_hangs: int = 0
     #: The partitions: how long each lasted, the leases other hosts took from cut hosts, the
     #: results the triggers saw written (each checked against its writer's lease), and how
@@ -1595,6 +1597,8 @@ class Round:
                 host.exit_code = host.process.wait(timeout=STOP_TIMEOUT_SECONDS)
             except subprocess.TimeoutExpired:
                 host.stop_timed_out = True
+                host.process.send_signal(STACK_DUMP_SIGNAL)  # its threads, to the end of its log
+                time.sleep(STACK_DUMP_SECONDS)
                 host.process.kill()
                 host.exit_code = host.process.wait()
         self.release_cgroups()
@@ -1907,17 +1911,6 @@ def unjudged_hangs(evidence: Evidence) -> list[int]:
     ]
 
 
-def unjudged_stops(evidence: Evidence) -> list[HostRun]:
-    """The shifted hosts that did not exit within `STOP_TIMEOUT_SECONDS` of SIGTERM, where the
-    clock shift stops their timed waits (`shift_stops_timed_waits`): a host that waits with a
-    timeout anywhere (a pool's checkout, a thread's join) may wait for years there, and stop
-    answering before the SIGTERM came (seen once under a loaded machine: its log ended in the
-    middle of a job). The tool's hang, as its children's are; the other hosts are judged."""
-    if not evidence.round.settings.shift_stops_waits:
-        return []
-    return [host for host in evidence.round.hosts if host.clock is not None and host.stop_timed_out]
-
-
 def _fault_of(cause: str) -> str:
     if HUNG_CAUSE.fullmatch(cause):
         return "child SIGSTOP"
@@ -2001,8 +1994,6 @@ def hosts_exit_only_when_told(evidence: Evidence) -> list[str]:
     for host in evidence.round.hosts:
         assert host.exit_code is not None
         told = "unasked" if host.ended_by in (None, "died") else f"after {host.ended_by.upper()}"
-        if host in unjudged_stops(evidence):
-            continue
         if host.stop_timed_out:
             problem = f"did not exit within {STOP_TIMEOUT_SECONDS:.0f} s of SIGTERM"
         elif host.exit_code not in expected_exits(host):
@@ -2214,7 +2205,7 @@ def run_round(
         time.monotonic() - started,
         broken,
         store_retries(evidence) if settings.bucket is not None else None,
-        len(unjudged_hangs(evidence)) + len(unjudged_stops(evidence)),
+        len(unjudged_hangs(evidence)),
         [round(cut.seconds, 1) for cut in soak_round.cuts],
         sum(
             len(fencing.taken_from(evidence.ledger, cut.host.pid, cut.host.name, cut.since))

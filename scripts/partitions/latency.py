@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import struct
 import sys
 
 #: How much of a stream is read at once.
@@ -48,23 +49,40 @@ def hold_on(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+def reset(writer: asyncio.StreamWriter) -> None:
+    """Close with a reset, not an end: no linger, so the kernel sends RST."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()
+
+
 async def pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float) -> None:
-    """Copy `reader` to `writer`, each chunk `delay` s after it was read, in order."""
+    """Copy `reader` to `writer`, each chunk `delay` s after it was read, in order; an end
+    (`b""`) is passed on as an end, a reset (`None`) as a reset."""
     loop = asyncio.get_running_loop()
-    due: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(QUEUED_CHUNKS)
+    due: asyncio.Queue[tuple[float, bytes | None]] = asyncio.Queue(QUEUED_CHUNKS)
 
     async def read() -> None:
-        while chunk := await reader.read(CHUNK_BYTES):
-            await due.put((loop.time() + delay, chunk))
+        try:
+            while chunk := await reader.read(CHUNK_BYTES):
+                await due.put((loop.time() + delay, chunk))
+        except OSError:
+            # A database that exits with a statement unread (a restart while a COMMIT was on
+            # its way) resets the connection. Passed on as an end, or not at all, it left the
+            # host waiting for an answer forever on a connection this forwarder kept alive.
+            await due.put((loop.time() + delay, None))
+            return
         await due.put((loop.time() + delay, b""))
 
     reading = asyncio.create_task(read())
-    # A peer that resets ends `read` with an error the other direction's end already acts on.
-    reading.add_done_callback(lambda task: task.cancelled() or task.exception())
     try:
         while True:
             at, chunk = await due.get()
             await asyncio.sleep(max(0.0, at - loop.time()))
+            if chunk is None:
+                reset(writer)
+                return
             if not chunk:
                 if writer.can_write_eof():
                     writer.write_eof()

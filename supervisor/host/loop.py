@@ -168,6 +168,7 @@ class Host:
         """
         # First: a SIGTERM while the fork server starts must drain the host, not kill it.
         self.signals.queue_stops()
+        self.signals.dump_stacks_on_request()
         scratch.sweep(self.scratch, self.log)
         chromium.export(self.settings.chromium, self.log)
         location.export_cache(self.settings.cache_dir, self.settings.cache_mib)

@@ -7,10 +7,13 @@ signal or a child's death (SIGCHLD) ends the loop's `select` at once.
 
 from __future__ import annotations
 
+import faulthandler
 import signal
 import socket
 import time
 from collections import deque
+
+from ipc.messages import STACK_DUMP_SIGNAL
 
 #: The signals that stop a host: the first drains it, a second releases everything at once.
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -28,6 +31,12 @@ class Signals:
         """From now on SIGTERM and SIGINT are queued (a signal while starting drains the host)."""
         for number in STOP_SIGNALS:
             signal.signal(number, lambda received, _frame: self._queued.append(received))
+
+    def dump_stacks_on_request(self) -> None:
+        """`STACK_DUMP_SIGNAL` (SIGUSR1, as for a child) writes every thread's stack to stderr,
+        from C, so a host answers it even while stuck: what to ask of a host that stopped
+        logging and ignores SIGTERM, before it is killed."""
+        faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
 
     def wake_on_signals(self) -> None:
         """Make signals (SIGCHLD included) wake the loop. Called after the first fork server is

@@ -15,6 +15,7 @@ import psutil
 import pytest
 from sqlalchemy import Engine
 
+from ipc.messages import STACK_DUMP_SIGNAL
 from supervisor.commands.main import main as cli_main
 from tests.hosts import (
     FAST,
@@ -40,6 +41,21 @@ def test_host_runs_jobs_and_exits_when_the_queue_is_empty(
     finished = host.events("job finished", outcome="completed")
     assert len(finished) == 20
     assert {"job_id", "build_id", "kind", "attempt", "child_pid"} <= set(finished[0])
+
+
+def test_a_host_asked_for_its_threads_writes_their_stacks_and_goes_on(
+    engine: Engine, start_host: StartHost
+) -> None:
+    """`STACK_DUMP_SIGNAL` shows where a host waits, from C, so even a stuck one answers."""
+    host = start_host(*FAST)
+    host.wait_for_event("host starting")
+    host.signal(STACK_DUMP_SIGNAL)
+    stacks = wait_for(lambda: "(most recent call first)" in host.log_path.read_text())
+    assert stacks and "supervisor/host/" in host.log_path.read_text()
+    job_id = enqueue(engine, "noop", {"n": 1})
+    assert ended(engine, job_id)["status"] == "completed"
+    host.signal(signal.SIGTERM)
+    assert host.wait() == 0
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV])
