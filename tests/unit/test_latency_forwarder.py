@@ -46,28 +46,36 @@ def forwarder(target: socket.socket) -> Iterator[int]:
     process.wait()
 
 
-def test_a_database_that_resets_resets_the_client_it_forwarded_for(
+@pytest.fixture
+def connected(
     target: socket.socket, forwarder: int
-) -> None:
+) -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A client connected through the forwarder, and the database's side of it."""
     client = socket.create_connection(("127.0.0.1", forwarder), timeout=10)
     database, _ = target.accept()
+    yield client, database
+    client.close()
+    database.close()
+
+
+def test_a_database_that_resets_resets_the_client_it_forwarded_for(
+    connected: tuple[socket.socket, socket.socket],
+) -> None:
+    client, database = connected
     client.sendall(b"COMMIT")
     assert select.select([database], [], [], 10)[0], "the statement never reached the database"
     database.close()  # unread data: the kernel answers with a reset
     with pytest.raises(ConnectionResetError):
         client.recv(1)  # a dropped reset would wait here for the timeout, as the host did
-    client.close()
 
 
 def test_a_database_that_closes_ends_the_clients_stream(
-    target: socket.socket, forwarder: int
+    connected: tuple[socket.socket, socket.socket],
 ) -> None:
-    client = socket.create_connection(("127.0.0.1", forwarder), timeout=10)
-    database, _ = target.accept()
+    client, database = connected
     database.sendall(b"bye")
     database.close()
     received = b""
     while chunk := client.recv(16):
         received += chunk
     assert received == b"bye"
-    client.close()
