@@ -1,5 +1,5 @@
-"""The command line called in the test's own process: `main(argv)` with a row's environment
-and working folder, its output captured, as `python -m supervisor` would print it.
+"""The command line called in the test's own process (`tests.capture_helpers.run_cli`) with a
+row's environment and working folder, its output captured, as `python -m supervisor` prints it.
 
 For tests that call it many times over (every bad input, every refused upload): a subprocess
 costs each call about a second of CPU to start Python and import the command. A traceback here
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.commands.main import main
+from tests.capture_helpers import run_cli
 
 
 def call(
@@ -38,7 +38,7 @@ def call(
         monkeypatch.chdir(cwd)
     capsys.readouterr()
     try:
-        code = main(args)
+        code = run_cli(args)
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     captured = capsys.readouterr()

@@ -7,9 +7,10 @@ environment and working folder may name the places of `Places` in braces (`{data
 anywhere under the test's folder. More bad inputs are more rows.
 
 Most rows run in this process (`tests.command_line.call`): a subprocess per row cost the suite
-a second of CPU each, on eighty rows. A row runs as `python -m supervisor` in a subprocess of its own where
-the process matters (`_in_a_subprocess`): root made to meet folder permissions (a process's
-capabilities), and a host that gets past its settings (its signal handlers and fork server).
+a second of CPU each, on eighty rows. A row runs as `python -m supervisor` in a subprocess of
+its own where the process matters (`_in_a_subprocess`): root made to meet folder permissions (a
+process's capabilities), and a host that gets past its settings (its signal handlers and fork
+server).
 """
 
 from __future__ import annotations
