@@ -19,6 +19,8 @@ import structlog
 from playwright.sync_api import Browser, sync_playwright
 from sqlalchemy import Engine, text
 
+from child.browser.launch import discard_child_browser
+from child.storybook import kept
 from ipc.artifacts.store import ArtifactStore
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
@@ -141,6 +143,10 @@ def listeners() -> Iterator[Listeners]:
 def person_browser() -> Iterator[Browser]:
     """Debian's Chromium as people's browsers open reports and served pages (root needs
     --no-sandbox): not the child's, whose network holds only a build's own server."""
+    # One Playwright at a time in a thread: a child's browser that an in-process capture left
+    # cached (a worker may run such a test just before) goes first.
+    kept.close()
+    discard_child_browser()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
             executable_path=require_chromium(), args=["--no-sandbox"]
