@@ -155,6 +155,15 @@ def person_browser() -> Iterator[Browser]:
         launched.close()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the diff's loops into their cache once, before any worker starts (the controller
+    alone; a single-process run too). On a fresh clone every worker's first host would otherwise
+    compile them at the same time, each fork server 18 s of CPU, while the other workers wait
+    for the CPUs; a cache already filled is loaded in a second."""
+    if not hasattr(config, "workerinput"):
+        import child.diff.kernels  # noqa: F401  (compiled and cached on import)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Each worker's part of the suite starts with its long tests (`tests.scheduling`)."""
     scheduling.order(items)
