@@ -191,6 +191,18 @@ def make_build(engine: Engine) -> int:
     return build
 
 
+def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
+
+
+def build_ended(engine: Engine, build_id: int, timeout: float = PATIENCE) -> dict[str, Any]:
+    """The build's row once it finished (its verdict given; its report may still be queued)."""
+    return wait_for(
+        lambda: (row := build_row(engine, build_id))["finished_at"] is not None and row, timeout
+    )
+
+
 def ended(engine: Engine, job_id: int, timeout: float = 30.0) -> dict[str, Any]:
     """The job's row once it reached a final state."""
     return wait_for(

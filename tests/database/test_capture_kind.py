@@ -17,17 +17,13 @@ from supervisor.builds import reduce
 from supervisor.builds.projects import SettingsChange, change_settings
 from supervisor.db import queue
 from supervisor.db.connection import transaction
-from supervisor.db.tables import builds, capture_attempts, capture_shards, jobs, snapshots
+from supervisor.db.tables import capture_attempts, capture_shards, jobs, snapshots
 from tests.capture_helpers import claim, prepare, run_build, screens, settle, upload
+from tests.hosts import build_row
 
 BUTTON = ((8, 8, 20, 10),)
 MOVED = ((12, 8, 20, 10),)
 SHA = "a" * 64
-
-
-def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
-    with engine.connect() as conn:
-        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
 
 
 def rows(engine: Engine, table: Any, **where: Any) -> list[dict[str, Any]]:

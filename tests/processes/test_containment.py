@@ -30,8 +30,8 @@ from tests.hostile import (
     aimed_copy,
     large_files,
 )
-from tests.hosts import StartHost
-from tests.processes.test_storybook_hosts import build_row, queue_storybook, results
+from tests.hosts import StartHost, build_row
+from tests.processes.test_storybook_hosts import queue_storybook, results
 
 #: One child, so that the stories share pages in the order of the index: each page story runs
 #: after the one that broke or changed the page.

@@ -12,7 +12,6 @@ import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select
@@ -21,16 +20,17 @@ from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.uploads import QueuedBuild, enqueue_build, store_images
 from supervisor.commands.demo_images import write_demo_images
 from supervisor.db.connection import transaction
-from supervisor.db.tables import builds, capture_shards, snapshots
+from supervisor.db.tables import capture_shards, snapshots
 from tests.hosts import (
     FAST,
     HostProcess,
     StartHost,
+    build_ended,
+    build_row,
     ended,
     hosts,
     job,
     running_child,
-    wait_for,
 )
 
 #: Copies of the eight demo stories per build: enough work that a shard takes a while.
@@ -59,17 +59,6 @@ def upload(
     images = store_images(store, folder)
     with transaction(engine) as conn:
         return enqueue_build(conn, project="p", branch=branch, images=images, shards=shards)
-
-
-def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
-    with engine.connect() as conn:
-        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
-
-
-def build_ended(engine: Engine, build_id: int, timeout: float = 60.0) -> dict[str, Any]:
-    return wait_for(
-        lambda: (row := build_row(engine, build_id))["finished_at"] is not None and row, timeout
-    )
 
 
 def accepted_baseline(

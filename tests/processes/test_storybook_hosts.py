@@ -26,9 +26,9 @@ from ipc.artifacts.store import ArtifactStore
 from supervisor.builds.storybooks import enqueue_storybook, store_storybook
 from supervisor.builds.view import load_build
 from supervisor.db.connection import transaction
-from supervisor.db.tables import builds, jobs, snapshots
+from supervisor.db.tables import jobs, snapshots
 from tests.chromium import require_chromium
-from tests.hosts import HostProcess, StartHost, hosts, wait_for
+from tests.hosts import HostProcess, StartHost, build_row, hosts, wait_for
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "storybook" / "storybook-static"
 #: The hang story takes its 15 s cap: the stall must leave it room (the child reports progress
@@ -113,11 +113,6 @@ def results(engine: Engine, build_id: int) -> dict[str, dict[str, Any]]:
     with engine.connect() as conn:
         rows = conn.execute(select(snapshots).where(snapshots.c.build_id == build_id))
         return {row.name: dict(row._mapping) for row in rows}
-
-
-def build_row(engine: Engine, build_id: int) -> dict[str, Any]:
-    with engine.connect() as conn:
-        return dict(conn.execute(select(builds).where(builds.c.id == build_id)).one()._mapping)
 
 
 def chromium_of(temporary: Path) -> list[psutil.Process]:
