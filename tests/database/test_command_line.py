@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 from alembic import command
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from supervisor.db.connection import connect, parse_url
-from supervisor.db.migrate import alembic_config, head_revision
+from supervisor.db.migrate import VERSION_TABLE, alembic_config, head_revision
 from tests.capture_helpers import write_png
 from tests.database.test_plan_kind import planned, queue_plan, record
 from tests.hosts import ROOT
@@ -129,3 +129,42 @@ def test_status_says_why_a_failed_build_failed_in_a_line_of_the_window(
     whole = cli("status", "--json", "--database-url", database_url, cwd=tmp_path, COLUMNS="60")
     (build,) = json.loads(whole.stdout)["builds"]
     assert (build["status"], build["error"]) == ("failed", why)
+
+
+#: Opens the database as every command does, then says whether Alembic was imported.
+OPENS = (
+    "import sys; from supervisor.commands.options import open_database;"
+    "open_database(sys.argv[1]).dispose(); print('alembic' in sys.modules)"
+)
+
+
+def test_a_command_checks_the_schemas_revision_without_importing_alembic(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Alembic is for upgrading: importing it to read the revision cost every command 75 ms."""
+    result = subprocess.run(
+        [sys.executable, "-c", OPENS, database_url],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout == "False\n", result.stderr
+
+
+def test_a_schema_with_two_revisions_at_once_is_one_clear_line(
+    database_url: str, tmp_path: Path
+) -> None:
+    engine = connect(database_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('0001')"))
+    finally:
+        engine.dispose()
+    status = cli("status", "--database-url", database_url, cwd=tmp_path)
+    assert status.returncode != 0
+    assert status.stderr.splitlines() == [
+        f"storyshelf status: the schema has 2 revisions at once: ['0001', '{head_revision()}']"
+    ], status.stderr
