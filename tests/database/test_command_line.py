@@ -158,12 +158,15 @@ def test_a_schema_with_two_revisions_at_once_is_one_clear_line(
     database_url: str, tmp_path: Path
 ) -> None:
     engine = connect(database_url)
+    second = text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('0001')")
     try:
         with engine.begin() as conn:
-            conn.execute(text(f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('0001')"))
-    finally:
+            conn.execute(second)
+        status = cli("status", "--database-url", database_url, cwd=tmp_path)
+    finally:  # the session's PostgreSQL database is the next test's too
+        with engine.begin() as conn:
+            conn.execute(text(f"DELETE FROM {VERSION_TABLE} WHERE version_num = '0001'"))
         engine.dispose()
-    status = cli("status", "--database-url", database_url, cwd=tmp_path)
     assert status.returncode != 0
     assert status.stderr.splitlines() == [
         f"storyshelf status: the schema has 2 revisions at once: ['0001', '{head_revision()}']"
