@@ -5,7 +5,10 @@ loads). The parent sends `Run`; the child answers `Accepted` *before* it starts,
 that is the job's crash and a death before it is the host's fault. While it works the child
 sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`,
 or `Unable` when it ran out of threads, memory or disk: the host's trouble, not the job's.
-`Stop` asks an idle child to exit (recycling). Anything else on the wire is a protocol error.
+`Stop` asks an idle child to exit (recycling). `Warm` tells an idle child that browser work is
+coming (a Storybook build is being planned): it starts its browser now rather than at its first
+capture, and a job sent meanwhile is accepted and kept alive with progress as usual. Anything
+else on the wire is a protocol error.
 A `Failed` with `final` set is a failure no retry can mend (`ipc.failures.PermanentFailure`):
 the parent fails the job at once instead of retrying it.
 """
@@ -20,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 #: Bumped whenever a message changes shape, or a result the parent checks does (3: `Failed`'s
-#: `final`, a story's render time); a child of another version is refused.
-PROTOCOL_VERSION = 3
+#: `final`, a story's render time; 4: `Warm`); a child of another version is refused.
+PROTOCOL_VERSION = 4
 #: The signal a child answers by writing every thread's Python stack to its stderr (the host's
 #: log): sent to a child about to be killed as hung, so that the log says where it was stuck.
 STACK_DUMP_SIGNAL = signal.SIGUSR1
@@ -107,11 +110,19 @@ class Stop:
     type: ClassVar[Literal["stop"]] = "stop"
 
 
-ToChild = Run | Cancel | Stop
+@dataclass(frozen=True)
+class Warm:
+    """Start the browser while idle: a Storybook build's captures follow its plan within
+    seconds, and a browser takes one or two to launch."""
+
+    type: ClassVar[Literal["warm"]] = "warm"
+
+
+ToChild = Run | Cancel | Stop | Warm
 ToParent = Hello | Accepted | Progress | Done | Failed | Unable | Cancelled
 Message = ToChild | ToParent
 
-TO_CHILD: dict[str, type[Any]] = {cls.type: cls for cls in (Run, Cancel, Stop)}
+TO_CHILD: dict[str, type[Any]] = {cls.type: cls for cls in (Run, Cancel, Stop, Warm)}
 TO_PARENT: dict[str, type[Any]] = {
     cls.type: cls for cls in (Hello, Accepted, Progress, Done, Failed, Unable, Cancelled)
 }

@@ -6,8 +6,10 @@ so that each handler's module can name it without importing the registry back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from child.browser.launch import child_browser
 from child.capture import shard
 from child.notify import post
 from child.report import publish
@@ -18,6 +20,11 @@ from ipc.plugins import plugin_modules
 
 def _noop(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {}
+
+
+def warm_browser(beat: Callable[[], None]) -> None:
+    """Launch the child's browser now (`ipc.messages.Warm`); the captures that follow reuse it."""
+    child_browser(beat)
 
 
 def registered_handlers() -> dict[str, Handler]:

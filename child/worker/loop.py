@@ -19,6 +19,13 @@ reported from a thread of the child's (the page watchdog's beat, `child.browser.
 its main thread writes, and two frames must never interleave. Such a thread can outlive its job
 (a request of the page still served), so progress is only sent between the job's start and its
 end (`Channel.report`).
+
+A `Warm` is acted on between jobs: the child starts what the coming jobs need (its browser)
+while it has nothing else to do. A job sent meanwhile is accepted and reported as waiting while
+the start goes on, so a slow launch never looks like a hung child; a start that fails is only
+logged: the job that needs it fails or goes back with the reason.
+
+The child's log lines carry its pid, and while a job runs its id, kind and build.
 """
 
 from __future__ import annotations
@@ -34,8 +41,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import structlog
+
 from child.worker.engine import check_engine
-from child.worker.handler import Handler
+from child.worker.handler import Handler, Warmer
 from child.worker.resources import OutOfResources
 from ipc.failures import JobError, PermanentFailure
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, FrameTooLarge, encode
@@ -54,11 +63,14 @@ from ipc.messages import (
     Run,
     Stop,
     Unable,
+    Warm,
 )
 
 #: The longest error a failed job reports (4 UTF-8 bytes a character at worst: 256 KiB): the
 #: head of an error says what went wrong, and a failure must always fit in a frame.
 MAX_ERROR_CHARS = 64 * 2**10
+
+log = structlog.get_logger(__name__)
 
 
 class JobCancelled(Exception):
@@ -71,7 +83,7 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         #: Messages read but not acted on yet, in order (a `Run` sent ahead, a `Stop`).
-        self.inbox: deque[Run | Stop] = deque()
+        self.inbox: deque[Run | Stop | Warm] = deque()
         self._reader = FrameReader(TO_CHILD)
         self._sending = threading.Lock()
         #: The job whose progress may be reported: from its start until its end is sent.
@@ -102,7 +114,7 @@ class Channel:
             self._reporting = None
             self.sock.sendall(frames)
 
-    def next(self) -> Run | Stop | None:
+    def next(self) -> Run | Stop | Warm | None:
         """The next message to act on, blocking; None when the parent is gone."""
         while not self.inbox:
             try:
@@ -125,6 +137,15 @@ class Channel:
                 os._exit(0)  # the parent is gone: nobody wants the result
             cancelled |= self._take(data, job_id)
         return cancelled
+
+    def cancelled_before_start(self, job_id: int) -> bool:
+        """Read what the parent sent meanwhile: True if it cancelled `job_id`, accepted but not
+        started, which is then answered and taken out of the inbox."""
+        if not self.poll_for_cancel(job_id):
+            return False
+        self._take_run(job_id)
+        self.end(encode(Cancelled(job_id)))
+        return True
 
     def _take(self, data: bytes, running: int | None) -> bool:
         """Queue the runs and stops in `data`; answer cancels of jobs that wait at once. True
@@ -162,11 +183,14 @@ class Channel:
         return head if isinstance(head, Run) else None
 
 
-def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
-    """The child's loop; never returns."""
+def serve(
+    sock: socket.socket, handlers: dict[str, Handler], warm: Warmer = lambda beat: None
+) -> NoReturn:
+    """The child's loop; never returns. `warm` starts what a `Warm` announces."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when children stop
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)  # C-level: works while stuck
+    structlog.contextvars.bind_contextvars(child_pid=os.getpid())
     engine, engine_error = check_engine()
     channel = Channel(sock)
     channel.send(
@@ -176,12 +200,41 @@ def serve(sock: socket.socket, handlers: dict[str, Handler]) -> NoReturn:
             )
         )
     )
-    accepted = False  # the next job's `Accepted` went out with the last job's end
-    while isinstance(message := channel.next(), Run):
+    accepted = False  # the next job's `Accepted` went out already (with the last job's end)
+    while isinstance(message := channel.next(), Run | Warm):
+        if isinstance(message, Warm):
+            accepted = warm_up(channel, warm)
+            continue
         if not accepted:
             channel.send(encode(Accepted(message.job_id)))
         accepted = run_job(channel, handlers, message)
     os._exit(0)
+
+
+def warm_up(channel: Channel, warm: Warmer) -> bool:
+    """Run `warm`; True when the next job arrived meanwhile and was accepted.
+
+    Its beat, on the main thread, looks for a job sent meanwhile and accepts it; from then on
+    every beat reports it waiting, as the job's own start of the browser would. (Beats from
+    another thread only report: the socket is read by the main thread alone.)"""
+    waiting: Run | None = None
+
+    def beat() -> None:
+        nonlocal waiting
+        if threading.current_thread() is threading.main_thread():
+            if waiting is not None and channel.cancelled_before_start(waiting.job_id):
+                waiting = None
+            if waiting is None and (waiting := channel.waiting_run()) is not None:
+                channel.send(encode(Accepted(waiting.job_id)))
+                channel.start(waiting.job_id)
+        if waiting is not None:
+            channel.report(waiting.job_id, {"waiting": True})
+
+    try:
+        warm(beat)
+    except Exception as error:  # the job that needs it meets the same trouble, and says so
+        log.info("could not warm up", error=str(error).splitlines()[0] if str(error) else "")
+    return waiting is not None
 
 
 def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
@@ -203,8 +256,12 @@ def run_job(channel: Channel, handlers: dict[str, Handler], run: Run) -> bool:
             raise LookupError(f'no handler registered for job kind "{run.kind}" in the child')
         return handler(run.payload, progress)
 
+    build_id = run.payload.get("build_id") if isinstance(run.payload, dict) else None
     channel.start(run.job_id)
-    ending = end_of(run.job_id, work)
+    with structlog.contextvars.bound_contextvars(
+        job_id=run.job_id, kind=run.kind, build_id=build_id
+    ):
+        ending = end_of(run.job_id, work)
     end = _result_frame(ending) if isinstance(ending, Done) else encode(ending)
     following = channel.waiting_run()
     if following is not None:

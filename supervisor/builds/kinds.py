@@ -50,3 +50,8 @@ class Kind:
     #: What the job's end did to its build.
     on_failed: Callable[[Connection, Job, str], ReduceOutcome] = _nothing_to_close
     on_cancelled: Callable[[Connection, Job], ReduceOutcome] = _nothing_to_close
+    #: Its jobs are followed within seconds by browser jobs for every free child (a Storybook
+    #: plan by its captures): while one runs, the idle children start their browsers
+    #: (`ipc.messages.Warm`), which takes each a second or two it would spend at its first
+    #: capture.
+    warms_idle_children: bool = False

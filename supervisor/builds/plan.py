@@ -187,4 +187,5 @@ KIND = Kind(
     record=record,
     on_failed=capture.on_failed,
     on_cancelled=capture.on_cancelled,
+    warms_idle_children=True,
 )

@@ -4,7 +4,9 @@ A child is sent the jobs held for it while it has room (`dispatch`), so one of s
 on while the loop is busy elsewhere; what it says back (hello, accepted, progress, the end of a
 job, or that it lacks resources) is read in one place (`service`), and a message about a job it
 does not run is a protocol error that kills it. A job stops by a `Cancel` the child answers;
-the kill after a grace is the children's keeper's (`supervisor.host.children`).
+the kill after a grace is the children's keeper's (`supervisor.host.children`). A job whose kind
+announces browser work (a Storybook plan) has the idle children start their browsers meanwhile
+(`Warm`, once per child).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ipc.messages import (
     Stop,
     ToParent,
     Unable,
+    Warm,
 )
 from supervisor.host.claim_ahead import ClaimAhead
 from supervisor.host.drain import Drain
@@ -90,6 +93,7 @@ class Exchange:
         wait in its socket, so that it starts each the moment it ends the one before, whatever
         this loop is doing. Only small frames are sent to a busy child (`SEND_AHEAD_FRAME_BYTES`)."""
         frames = b""
+        warming = False
         now = self.clock()
         while child.ready and (running := self.inflight.next_held(child)) is not None:
             job = running.job
@@ -108,8 +112,23 @@ class Exchange:
             self.inflight.start_next(child, now)
             frames += frame
             running.log.debug("job started")
+            warming |= self.warms(running)
         if frames:
             self.pool.send_frame(child, frames)
+        if warming:
+            self.warm_idle()
+
+    def warms(self, running: Running) -> bool:
+        """Whether the job's kind has idle children start their browsers while it runs."""
+        kind = self.settler.kinds.get(running.job.kind)
+        return kind is not None and kind.warms_idle_children
+
+    def warm_idle(self) -> None:
+        """Tell each idle child not told before to start its browser now."""
+        for child in list(self.pool.children.values()):
+            if child.idle and not child.warmed and self.pool.send(child, Warm()):
+                child.warmed = True
+                self.log.debug("warming child", child_pid=child.pid)
 
     def stop_job(self, running: Running, why: StopReason) -> None:
         """Ask the child to stop the job (a cancel, or a lease lost); it is killed after a grace."""
@@ -143,6 +162,8 @@ class Exchange:
             return
         child.hello = hello
         self.log.debug("child ready", child_pid=child.pid)
+        if any(self.warms(running) for running in self.inflight.running()):
+            self.warm_idle()  # a child ready just after the plan went out
         self.timers.poll_at = min(self.timers.poll_at, self.clock())
 
     def on_job_message(self, running: Running, message: ToParent) -> None:

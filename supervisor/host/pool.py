@@ -68,6 +68,8 @@ class Child:
     stopping: bool = False
     #: Its socket reached end of file: it is dead or dying, to be reaped.
     closed: bool = False
+    #: Told to start its browser (`ipc.messages.Warm`): told once.
+    warmed: bool = False
 
     @property
     def job_id(self) -> int | None:

@@ -159,7 +159,18 @@ def captured_twice(
     """The fixture captured by one host, then a branch without one story by another: every
     story's result as the fixture promises, and the second build's images the first's."""
     main = queue_storybook(engine, store, FIXTURE, "main")
-    assert start_host(*STORY_HOST, "--drain").wait(180) == 0
+    host = start_host(*STORY_HOST, "--drain")
+    assert host.wait(180) == 0
+    # The child that did not plan started its browser while the plan ran (outside any job),
+    # not at its first capture; a child's lines say which child, job, kind and build.
+    warmed = [event["child_pid"] for event in host.events("warming child")]
+    assert len(warmed) == 1
+    assert host.events("browser launched", child_pid=warmed[0], job_id=None)
+    timings = host.events("story timings")
+    assert timings and all(
+        (event["kind"], event["build_id"]) == ("capture", main) and event["job_id"]
+        for event in timings
+    )
     first = results(engine, main)
     assert {name: row["status"] for name, row in first.items()} == EXPECTED
     build = build_row(engine, main)

@@ -7,8 +7,10 @@ host has a fork server). The child's loop is the same either way.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -18,13 +20,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from child.worker.loop import MAX_ERROR_CHARS
 from ipc.framing import recv_message, send_message
-from ipc.messages import TO_PARENT, Accepted, Cancel, Done, Failed, Hello, Progress, Run, Unable
+from ipc.messages import (
+    TO_PARENT,
+    Accepted,
+    Cancel,
+    Cancelled,
+    Done,
+    Failed,
+    Hello,
+    Progress,
+    Run,
+    Unable,
+    Warm,
+)
 from tests.capture_helpers import write_png
 from tests.cgroups import pids_cgroup
+from tests.chromium import require_chromium
 from tests.hosts import ROOT
 
 CHILD = """
@@ -54,16 +70,42 @@ class RealChild:
         return accepted, ended
 
 
-@pytest.fixture
-def real_child(tmp_path: Path) -> Iterator[RealChild]:
-    """A ready child with the test kinds loaded (`STORYSHELF_PLUGINS=tests.kinds`)."""
+#: A child whose warm-up (`Warm`) is argv[2]: "slow" (a launch that beats five times, 0.2 s
+#: apart), "failing" (one that raises after a beat), or "browser" (the real one).
+WARMING_CHILD = """
+import socket, sys, time
+import structlog
+from child.worker.handlers import registered_handlers, warm_browser
+from child.worker.loop import serve
+
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+
+def slow(beat):
+    for _ in range(5):
+        time.sleep(0.2)
+        beat()
+
+def failing(beat):
+    beat()
+    raise RuntimeError("Chromium could not start: no display")
+
+warm = {"slow": slow, "failing": failing, "browser": warm_browser}[sys.argv[2]]
+serve(socket.socket(fileno=int(sys.argv[1])), registered_handlers(), warm)
+"""
+
+
+@contextlib.contextmanager
+def started_child(tmp_path: Path, script: str, *args: str) -> Iterator[RealChild]:
+    """A ready child running `script` (its socket's descriptor, then `args`, on its command
+    line) with the test kinds loaded (`STORYSHELF_PLUGINS=tests.kinds`)."""
     ours, theirs = socket.socketpair()
     ours.settimeout(60)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_PLUGINS": "tests.kinds"}
     with (tmp_path / "child.stderr").open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(theirs.fileno())],
+            [sys.executable, "-c", script, str(theirs.fileno()), *args],
             pass_fds=[theirs.fileno()], env=env, stderr=stderr,
+            start_new_session=True,  # a group of its own, as a host's child has
         )  # fmt: skip
     theirs.close()
     child = RealChild(process, ours)
@@ -73,8 +115,15 @@ def real_child(tmp_path: Path) -> Iterator[RealChild]:
     finally:
         ours.close()
         if process.poll() is None:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)  # its browser too, in its group
         process.wait()
+
+
+@pytest.fixture
+def real_child(tmp_path: Path) -> Iterator[RealChild]:
+    """A ready child with the test kinds loaded."""
+    with started_child(tmp_path, CHILD) as child:
+        yield child
 
 
 def test_a_result_too_big_for_a_frame_fails_its_job_and_the_child_goes_on(
@@ -238,3 +287,70 @@ def test_jobs_sent_ahead_wait_unaccepted_and_a_cancel_drops_one_at_once(
         ("Accepted", 2),
         ("Done", 2),
     ]
+
+
+def test_a_job_sent_while_the_child_warms_up_is_accepted_and_kept_alive_until_it_runs(
+    tmp_path: Path,
+) -> None:
+    """A browser can take seconds to start: a job sent meanwhile is accepted at the warm-up's
+    first beat and reported waiting at each one after, so the host never takes the child for
+    hung; it then runs as any other."""
+    with started_child(tmp_path, WARMING_CHILD, "slow") as child:
+        send_message(child.sock, Warm())
+        send_message(child.sock, Run(1, "noop", 1, {}))
+        sent = time.monotonic()
+        assert child.receive() == Accepted(1)
+        assert time.monotonic() - sent < 0.9  # before the warm-up's 1 s ended
+        messages = [child.receive()]
+        while not isinstance(messages[-1], Done):
+            messages.append(child.receive())
+        assert messages[-1] == Done(1, {})
+        waiting = [m for m in messages if isinstance(m, Progress)]
+        assert waiting and all(m == Progress(1, {"waiting": True}) for m in waiting)
+        assert child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+
+
+def test_a_job_cancelled_while_the_child_warms_up_is_answered_and_the_child_goes_on(
+    tmp_path: Path,
+) -> None:
+    with started_child(tmp_path, WARMING_CHILD, "slow") as child:
+        send_message(child.sock, Warm())
+        send_message(child.sock, Run(1, "noop", 1, {}))
+        assert child.receive() == Accepted(1)
+        send_message(child.sock, Cancel(1))
+        ended = child.receive()
+        while isinstance(ended, Progress):
+            ended = child.receive()
+        assert ended == Cancelled(1)
+        assert child.run(2, "noop", {}) == (Accepted(2), Done(2, {}))
+
+
+def test_a_warm_up_that_fails_is_logged_and_the_next_job_runs(tmp_path: Path) -> None:
+    """The job that needs the browser meets the same trouble and says so in its own failure:
+    the warm-up's is only a log line, never the child's death."""
+    with started_child(tmp_path, WARMING_CHILD, "failing") as child:
+        send_message(child.sock, Warm())
+        assert child.run(1, "noop", {}) == (Accepted(1), Done(1, {}))
+        assert child.process.poll() is None
+    said = (tmp_path / "child.stderr").read_text()
+    assert "could not warm up" in said and "Chromium could not start: no display" in said
+
+
+def test_warm_starts_the_childs_browser_before_any_job(tmp_path: Path) -> None:
+    require_chromium()
+    with started_child(tmp_path, WARMING_CHILD, "browser") as child:
+        send_message(child.sock, Warm())
+        deadline = time.monotonic() + 30
+        while not _browsers(child.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _browsers(child.process.pid), "no Chromium started after Warm"
+        assert child.run(1, "noop", {}) == (Accepted(1), Done(1, {}))
+
+
+def _browsers(pid: int) -> list[psutil.Process]:
+    """Chromium's processes under `pid`, the browser's own first."""
+    try:
+        family = psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+    return [p for p in family if "chrom" in p.name() and p.is_running()]
