@@ -5,10 +5,10 @@ loads). The parent sends `Run`; the child answers `Accepted` *before* it starts,
 that is the job's crash and a death before it is the host's fault. While it works the child
 sends `Progress`; it ends with `Done`, `Failed` or (after the parent's `Cancel`) `Cancelled`,
 or `Unable` when it ran out of threads, memory or disk: the host's trouble, not the job's.
-`Stop` asks an idle child to exit (recycling). `Warm` tells an idle child that browser work is
-coming (a Storybook build is being planned): it starts its browser now rather than at its first
-capture, and a job sent meanwhile is accepted and kept alive with progress as usual. Anything
-else on the wire is a protocol error.
+`Stop` asks an idle child to exit (recycling). `Warm` tells an idle child that a Storybook build
+is coming (another child plans it): it starts its browser and opens the build's page now rather
+than at its first capture, and a job sent meanwhile is accepted and kept alive with progress as
+usual. Anything else on the wire is a protocol error.
 A `Failed` with `final` set is a failure no retry can mend (`ipc.failures.PermanentFailure`):
 the parent fails the job at once instead of retrying it.
 """
@@ -112,10 +112,12 @@ class Stop:
 
 @dataclass(frozen=True)
 class Warm:
-    """Start the browser while idle: a Storybook build's captures follow its plan within
-    seconds, and a browser takes one or two to launch."""
+    """Start the browser while idle, and open `build`'s page: a Storybook build's captures
+    follow its plan within seconds, and a browser takes one or two to launch, a page another."""
 
     type: ClassVar[Literal["warm"]] = "warm"
+    #: The build's plan payload (`artifacts`, `build_id`, `storybook`), or None: the browser only.
+    build: dict[str, Any] | None = None
 
 
 ToChild = Run | Cancel | Stop | Warm
@@ -181,4 +183,4 @@ def _matches(value: object, hint: Any) -> bool:
         return value is None
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)
+    return isinstance(value, typing.get_origin(hint) or hint)  # dict[str, Any]: a dict

@@ -85,6 +85,8 @@
 
   let channel;
   let hooked = null;
+  // 'none', 'waiting' or 'ready' (or 'failed'): the preview's initialisation (`previewReady`).
+  let previewState = 'none';
   const hook = (value) => {
     if (!value || hooked === value || typeof value.on !== 'function') return;
     hooked = value;
@@ -185,6 +187,28 @@
       if (story.error !== null) return { error: story.error, finished: story.finished };
       const done = story.finished || story.unchanged || (story.rendered && !finishes());
       return done ? { ok: true, elapsed: performance.now() - story.shownAt } : null;
+    },
+
+    // Whether a page loaded with no story (ahead of the stories to come) can be switched to one:
+    // Storybook's channel hooked and its preview initialised (`ready()`, Storybook 8 and later;
+    // the story store's initialisation, 7). Polled; the wait is started once.
+    previewReady() {
+      hook(window.__STORYBOOK_ADDONS_CHANNEL__);
+      if (!hooked) return false;
+      if (previewState === 'none') {
+        const preview = window.__STORYBOOK_PREVIEW__;
+        const store = window.__STORYBOOK_STORY_STORE__;
+        const waited = preview && typeof preview.ready === 'function'
+          ? preview.ready()
+          : store && store.initializationPromise;
+        if (!waited) return false;
+        previewState = 'waiting';
+        Promise.resolve(waited).then(
+          () => { previewState = 'ready'; },
+          () => { previewState = 'failed'; },
+        );
+      }
+      return previewState === 'ready';
     },
 
     // Whether fonts and images have all loaded (a blocked image counts: it failed at once). A

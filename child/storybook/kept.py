@@ -9,6 +9,10 @@ another build closes them first (other kinds of job leave them be: a plan opens 
 own); a job that raised (a cancel, a store gone, a browser that cannot be launched)
 closes them rather than hand the next job a page in a state nobody knows. What each job brings
 of its own is swapped in: its beat, and its artifacts, which the build's server reads through.
+
+A child told that a build is coming (`ipc.messages.Warm`, while another child plans it) opens
+the build's page ahead of its first capture job (`preload`): the preview loaded, no story shown,
+kept exactly as a capture job's page is.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
-from child.storybook.stored import StoredBuild
+from child.storybook.stored import StoredBuild, load
+from ipc.storybook import DEFAULT_VIEWPORT_HEIGHT, DEFAULT_VIEWPORT_WIDTH
 
 
 class JobBeat:
@@ -78,6 +84,18 @@ def build_page(
         raise
     finally:
         kept.beat.job = lambda: None
+
+
+def preload(build: dict[str, Any], beat: Callable[[], None]) -> bool:
+    """Launch the browser and open the page of `build` (a plan's payload: where the store is,
+    the build's id and its stored Storybook) with its preview loaded; True when it is ready
+    for the build's first story."""
+    browser = child_browser(beat)
+    stored = load(for_job(build["artifacts"], beat), build["storybook"])
+    with build_page(build, stored, browser, beat) as renderer:
+        return renderer.preload(
+            {"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT}
+        )
 
 
 def close() -> None:

@@ -143,7 +143,7 @@ def _become_child(
     sock: socket.socket, supervisor_pid: int, threads: int, handlers: dict[str, Handler]
 ) -> NoReturn:
     from child.worker.engine import set_threads
-    from child.worker.handlers import warm_browser
+    from child.worker.handlers import warm
     from child.worker.loop import serve as serve_child
 
     os.setsid()  # a process group of its own: the parent kills whatever the child started with it
@@ -156,7 +156,7 @@ def _become_child(
     if os.getppid() != supervisor_pid:  # the parent died before the signal was armed
         os._exit(1)
     set_threads(threads)
-    serve_child(sock, handlers, warm_browser)
+    serve_child(sock, handlers, warm)
 
 
 def _die_with_parent() -> None:

@@ -17,6 +17,6 @@ from typing import Any
 
 Progress = Callable[[dict[str, Any]], None]
 Handler = Callable[[dict[str, Any], Progress], Any]
-#: Starts what coming jobs will need while the child is idle (`ipc.messages.Warm`), calling the
-#: beat it is given at least every second of its start.
-Warmer = Callable[[Callable[[], None]], None]
+#: Starts what coming jobs will need while the child is idle (`ipc.messages.Warm`, whose `build`
+#: it gets), calling the beat it is given at least every second of its start.
+Warmer = Callable[[dict[str, Any] | None, Callable[[], None]], None]

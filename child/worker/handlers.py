@@ -13,7 +13,7 @@ from child.browser.launch import child_browser
 from child.capture import shard
 from child.notify import post
 from child.report import publish
-from child.storybook import plan
+from child.storybook import kept, plan
 from child.worker.handler import Handler, Progress
 from ipc.plugins import plugin_modules
 
@@ -22,9 +22,13 @@ def _noop(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {}
 
 
-def warm_browser(beat: Callable[[], None]) -> None:
-    """Launch the child's browser now (`ipc.messages.Warm`); the captures that follow reuse it."""
-    child_browser(beat)
+def warm(build: dict[str, Any] | None, beat: Callable[[], None]) -> None:
+    """Start what a coming Storybook capture needs (`ipc.messages.Warm`): the browser, and with
+    the build named, its page with the preview loaded (`child.storybook.kept.preload`)."""
+    if build is None:
+        child_browser(beat)
+    else:
+        kept.preload(build, beat)
 
 
 def registered_handlers() -> dict[str, Handler]:

@@ -184,7 +184,7 @@ class Channel:
 
 
 def serve(
-    sock: socket.socket, handlers: dict[str, Handler], warm: Warmer = lambda beat: None
+    sock: socket.socket, handlers: dict[str, Handler], warm: Warmer = lambda build, beat: None
 ) -> NoReturn:
     """The child's loop; never returns. `warm` starts what a `Warm` announces."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when children stop
@@ -203,7 +203,7 @@ def serve(
     accepted = False  # the next job's `Accepted` went out already (with the last job's end)
     while isinstance(message := channel.next(), Run | Warm):
         if isinstance(message, Warm):
-            accepted = warm_up(channel, warm)
+            accepted = warm_up(channel, lambda beat: warm(message.build, beat))
             continue
         if not accepted:
             channel.send(encode(Accepted(message.job_id)))
@@ -211,7 +211,7 @@ def serve(
     os._exit(0)
 
 
-def warm_up(channel: Channel, warm: Warmer) -> bool:
+def warm_up(channel: Channel, warm: Callable[[Callable[[], None]], None]) -> bool:
     """Run `warm`; True when the next job arrived meanwhile and was accepted.
 
     Its beat, on the main thread, looks for a job sent meanwhile and accepts it; from then on

@@ -93,7 +93,7 @@ class Exchange:
         wait in its socket, so that it starts each the moment it ends the one before, whatever
         this loop is doing. Only small frames are sent to a busy child (`SEND_AHEAD_FRAME_BYTES`)."""
         frames = b""
-        warming = False
+        warming: Running | None = None
         now = self.clock()
         while child.ready and (running := self.inflight.next_held(child)) is not None:
             job = running.job
@@ -112,22 +112,24 @@ class Exchange:
             self.inflight.start_next(child, now)
             frames += frame
             running.log.debug("job started")
-            warming |= self.warms(running)
+            warming = running if self.warms(running) else warming
         if frames:
             self.pool.send_frame(child, frames)
-        if warming:
-            self.warm_idle()
+        if warming is not None:
+            self.warm_idle(warming)
 
     def warms(self, running: Running) -> bool:
         """Whether the job's kind has idle children start their browsers while it runs."""
         kind = self.settler.kinds.get(running.job.kind)
         return kind is not None and kind.warms_idle_children
 
-    def warm_idle(self) -> None:
-        """Tell each idle child not told before to start its browser now."""
+    def warm_idle(self, running: Running) -> None:
+        """Tell each idle child to start its browser and open the page of `running`'s build now
+        (its payload names the build, as a plan's does), once per build."""
+        build = running.payload
         for child in list(self.pool.children.values()):
-            if child.idle and not child.warmed and self.pool.send(child, Warm()):
-                child.warmed = True
+            if child.idle and child.warmed_for != build and self.pool.send(child, Warm(build)):
+                child.warmed_for = build
                 self.log.debug("warming child", child_pid=child.pid)
 
     def stop_job(self, running: Running, why: StopReason) -> None:
@@ -162,8 +164,9 @@ class Exchange:
             return
         child.hello = hello
         self.log.debug("child ready", child_pid=child.pid)
-        if any(self.warms(running) for running in self.inflight.running()):
-            self.warm_idle()  # a child ready just after the plan went out
+        warming = next((r for r in self.inflight.running() if self.warms(r)), None)
+        if warming is not None:
+            self.warm_idle(warming)  # a child ready just after the plan went out
         self.timers.poll_at = min(self.timers.poll_at, self.clock())
 
     def on_job_message(self, running: Running, message: ToParent) -> None:

@@ -17,6 +17,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -68,8 +69,8 @@ class Child:
     stopping: bool = False
     #: Its socket reached end of file: it is dead or dying, to be reaped.
     closed: bool = False
-    #: Told to start its browser (`ipc.messages.Warm`): told once.
-    warmed: bool = False
+    #: The build it was last told is coming (`ipc.messages.Warm`): told once per build.
+    warmed_for: Any = None
 
     @property
     def job_id(self) -> int | None:

@@ -67,3 +67,51 @@ def test_a_job_that_raised_keeps_nothing(browser: ChildBrowser, stored: Stored) 
     assert kept._kept is None and page.is_closed()
     run(stored)  # and the next job opens a page of its own
     assert kept_page() is not page
+
+
+def plan_payload(stored: Stored, build_id: int = 1) -> dict[str, Any]:
+    """What a plan job's payload names, and `Warm` passes on: the build and where it is."""
+    return {"artifacts": str(stored.artifacts), "build_id": build_id, "storybook": stored.ref}
+
+
+def test_a_page_loaded_ahead_is_the_first_shards_page_with_the_same_pixels(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """A child told its build is coming loads the preview with no story shown; the build's
+    first capture job switches to its first story through the channel on that page, and the
+    bytes are those of a story captured on a page of its own."""
+    kept.close()
+    fresh = run(stored, build_id=2)
+    kept.close()
+    assert kept.preload(plan_payload(stored, build_id=1), lambda: None)
+    page = kept_page()
+    assert page is not None and page.url.endswith("/iframe.html")
+    assert run(stored, build_id=1) == fresh
+    assert kept_page() is page
+
+
+def test_a_page_loaded_ahead_for_another_build_is_closed_by_the_next_job(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    assert kept.preload(plan_payload(stored, build_id=7), lambda: None)
+    page = kept_page()
+    run(stored, build_id=8)
+    assert page.is_closed()
+
+
+def test_a_preview_that_is_never_ready_is_not_kept_and_the_first_story_loads_it(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """A page without Storybook's preview (here: its script removed) is given up on within the
+    preload's bound, and closed; the capture job then loads the page as it always did."""
+
+    def no_preview(folder: Any) -> None:
+        html = (folder / "iframe.html").read_text()
+        (folder / "iframe.html").write_text(
+            html.replace("<script", "<template").replace("</script>", "</template>")
+        )
+
+    broken = store_variant(no_preview)
+    kept.close()
+    assert not kept.preload(plan_payload(broken, build_id=3), lambda: None)
+    assert kept._kept is not None and kept._kept.renderer.page is None

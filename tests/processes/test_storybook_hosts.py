@@ -161,11 +161,13 @@ def captured_twice(
     main = queue_storybook(engine, store, FIXTURE, "main")
     host = start_host(*STORY_HOST, "--drain")
     assert host.wait(180) == 0
-    # The child that did not plan started its browser while the plan ran (outside any job),
-    # not at its first capture; a child's lines say which child, job, kind and build.
+    # The child that did not plan started its browser and loaded the build's preview while the
+    # plan ran (outside any job), not at its first capture; a child's lines say which child,
+    # job, kind and build.
     warmed = [event["child_pid"] for event in host.events("warming child")]
     assert len(warmed) == 1
     assert host.events("browser launched", child_pid=warmed[0], job_id=None)
+    assert host.events("preview loaded ahead of its stories", child_pid=warmed[0], job_id=None)
     timings = host.events("story timings")
     assert timings and all(
         (event["kind"], event["build_id"]) == ("capture", main) and event["job_id"]

@@ -75,22 +75,22 @@ class RealChild:
 WARMING_CHILD = """
 import socket, sys, time
 import structlog
-from child.worker.handlers import registered_handlers, warm_browser
+from child.worker.handlers import registered_handlers, warm
 from child.worker.loop import serve
 
 structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
 
-def slow(beat):
+def slow(build, beat):
     for _ in range(5):
         time.sleep(0.2)
         beat()
 
-def failing(beat):
+def failing(build, beat):
     beat()
     raise RuntimeError("Chromium could not start: no display")
 
-warm = {"slow": slow, "failing": failing, "browser": warm_browser}[sys.argv[2]]
-serve(socket.socket(fileno=int(sys.argv[1])), registered_handlers(), warm)
+chosen = {"slow": slow, "failing": failing, "browser": warm}[sys.argv[2]]
+serve(socket.socket(fileno=int(sys.argv[1])), registered_handlers(), chosen)
 """
 
 

@@ -23,6 +23,7 @@ from ipc.messages import (
     ProtocolError,
     Run,
     Stop,
+    Warm,
 )
 
 
@@ -64,6 +65,18 @@ def test_a_failure_says_whether_a_retry_could_mend_it_and_is_retryable_unless_to
                 frame({"type": "failed", "job_id": 1, "error": "x", "final": "yes"})
             )
         )
+
+
+def test_a_warm_names_the_coming_build_or_nothing_and_nothing_else() -> None:
+    reader = FrameReader(TO_CHILD)
+    build = {
+        "artifacts": "/srv/artifacts",
+        "build_id": 3,
+        "storybook": {"manifest": "m", "sha256": "s"},
+    }
+    assert list(reader.feed(encode(Warm(build)) + encode(Warm()))) == [Warm(build), Warm(None)]
+    with pytest.raises(ProtocolError, match="field 'build' has type str"):
+        list(FrameReader(TO_CHILD).feed(frame({"type": "warm", "build": "3"})))
 
 
 def test_reader_reassembles_frames_split_at_every_byte() -> None:
