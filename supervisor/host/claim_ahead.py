@@ -63,9 +63,7 @@ class ClaimAhead:
 
         A claim is due when a child is idle with nothing ahead, or when some child's jobs ahead
         ran down to half the depth: then every child is topped up in the same transaction. A
-        child busy with a long job gets nothing ahead. A warm child (a build's page loaded ahead
-        in it) comes first, so that it takes the first job claimed: the build's first capture,
-        whose result is then in the build without waiting for a page load.
+        child busy with a long job gets nothing ahead.
         """
         depth = self.depth
         slow = {running.child for running in inflight.running() if outlasted(running, now)}
@@ -84,7 +82,6 @@ class ClaimAhead:
                 continue
             needs.append((child, room))
             due |= (not sent and ahead == 0) or ahead <= depth // 2
-        needs.sort(key=lambda need: not need[0].warm)
         return [child for child, room in needs for _ in range(room)] if due else []
 
     @staticmethod

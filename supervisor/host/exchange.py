@@ -129,7 +129,7 @@ class Exchange:
         build = running.payload
         for child in list(self.pool.children.values()):
             if child.idle and child.warmed_for != build and self.pool.send(child, Warm(build)):
-                child.warmed_for, child.warm = build, True
+                child.warmed_for = build
                 self.log.debug("warming child", child_pid=child.pid)
 
     def stop_job(self, running: Running, why: StopReason) -> None:

@@ -88,7 +88,6 @@ class InFlight:
         running.started_at = running.last_progress_at = now
         self._running[running.job.id] = running
         child.jobs.append(running.job.id)
-        child.warm = False
         return running
 
     # -- what the child says ----------------------------------------------------------------

@@ -71,9 +71,6 @@ class Child:
     closed: bool = False
     #: The build it was last told is coming (`ipc.messages.Warm`): told once per build.
     warmed_for: Any = None
-    #: Told so since its last job: that build's page is loaded ahead in it, so it is the first
-    #: to be claimed for (`ClaimAhead.wanted`) and takes the build's first capture job.
-    warm: bool = False
 
     @property
     def job_id(self) -> int | None:

@@ -32,19 +32,6 @@ def test_nothing_is_claimed_ahead_until_jobs_are_known_to_be_short(make_child: M
     assert ahead.wanted([idle, busy], InFlight(), now=0.0) == [idle]
 
 
-def test_a_warm_child_is_claimed_for_first_until_it_starts_a_job(make_child: MakeChild) -> None:
-    """The child told a build is coming has its page loaded: the first job claimed (the build's
-    first capture, two stories) is its, so their results come without a page load."""
-    planner, warm = make_child(), make_child()
-    warm.warm = True
-    ahead, inflight = ClaimAhead(), InFlight()
-    assert ahead.wanted([planner, warm], inflight, now=0.0) == [warm, planner]
-    inflight.hold(claimed_for(warm))
-    inflight.start_next(warm, now=0.0)
-    assert not warm.warm
-    assert ahead.wanted([planner, warm], inflight, now=0.0) == [planner]
-
-
 def test_depth_holds_a_bounded_amount_of_work() -> None:
     assert learned(0.001).depth == MAX_AHEAD
     assert learned(AHEAD_SECONDS / 4).depth == 4
