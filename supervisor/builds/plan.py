@@ -44,11 +44,6 @@ SNAPSHOTS_PER_SHARD = 10
 #: from the plan's claim on 44 real stories, where a first job of ten took 5.3 s), so that
 #: whoever watches `build` sees the first result at once.
 FIRST_SHARD_STORIES = 2
-#: The last capture jobs' sizes when `--shards` does not say, the very last first: smaller and
-#: smaller, so that the children run out of work together rather than one running the last job
-#: of ten alone while the others have nothing left (captures claim nothing ahead: each child
-#: takes the next job when it is free).
-TAIL_SHARD_STORIES = (2, 4, 6)
 
 
 class PlanError(ValueError):
@@ -122,19 +117,13 @@ def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
 
 def shard_runs(shots: Sequence[StorySnapshot], asked: int | None) -> list[list[StorySnapshot]]:
     """The build's snapshots in capture jobs: `asked` of them, sizes even; else a first job of
-    `FIRST_SHARD_STORIES`, jobs of at most `SNAPSHOTS_PER_SHARD`, and the last ones of
-    `TAIL_SHARD_STORIES`."""
+    `FIRST_SHARD_STORIES` and the rest in jobs of at most `SNAPSHOTS_PER_SHARD`."""
     if asked:
         return split_evenly(shots, asked)
-    first, rest = list(shots[:FIRST_SHARD_STORIES]), list(shots[FIRST_SHARD_STORIES:])
-    tail: list[list[StorySnapshot]] = []
-    for size in TAIL_SHARD_STORIES:
-        if len(rest) < 2 * size:  # what comes before a tail job is never smaller than it
-            break
-        tail.insert(0, rest[-size:])
-        del rest[-size:]
-    body = split_evenly(rest, math.ceil(len(rest) / SNAPSHOTS_PER_SHARD)) if rest else []
-    return [first, *body, *tail]
+    first, rest = list(shots[:FIRST_SHARD_STORIES]), shots[FIRST_SHARD_STORIES:]
+    if not rest:
+        return [first]
+    return [first, *split_evenly(rest, math.ceil(len(rest) / SNAPSHOTS_PER_SHARD))]
 
 
 def _queue_shard(
