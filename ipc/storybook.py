@@ -78,6 +78,11 @@ class Viewport(TypedDict):
     height: int
 
 
+def default_viewport() -> Viewport:
+    """The viewport of a story that asks for none (a new dict each call: snapshots own theirs)."""
+    return {"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT}
+
+
 class Media(TypedDict):
     """The media features a story is captured under."""
 

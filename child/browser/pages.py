@@ -27,7 +27,7 @@ from playwright.sync_api import BrowserContext, Page
 
 from child.browser.launch import ChildBrowser
 from child.browser.site import RequestGuard
-from ipc.storybook import DEFAULT_VIEWPORT_HEIGHT, DEFAULT_VIEWPORT_WIDTH, Viewport
+from ipc.storybook import Viewport, default_viewport
 
 #: The instant every story sees as now, on every host.
 FROZEN_TIME = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -44,7 +44,7 @@ def open_page(
     """A new context and its page, ready to load the build; close the context when done.
 
     With `hold_time`, the page's timers are paused from its first script on."""
-    size = viewport or {"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT}
+    size = viewport or default_viewport()
     context = browser.browser.new_context(
         viewport={"width": size["width"], "height": size["height"]},
         device_scale_factor=1,

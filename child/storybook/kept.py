@@ -27,7 +27,7 @@ from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
 from child.storybook.stored import StoredBuild, load
-from ipc.storybook import DEFAULT_VIEWPORT_HEIGHT, DEFAULT_VIEWPORT_WIDTH
+from ipc.storybook import default_viewport
 
 
 class JobBeat:
@@ -93,9 +93,7 @@ def preload(build: dict[str, Any], beat: Callable[[], None]) -> bool:
     browser = child_browser(beat)
     stored = load(for_job(build["artifacts"], beat), build["storybook"])
     with build_page(build, stored, browser, beat) as renderer:
-        return renderer.preload(
-            {"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT}
-        )
+        return renderer.preload(default_viewport())
 
 
 def close() -> None:

@@ -59,8 +59,6 @@ from typing import Any
 from child.storybook.sizes import SizeProblem, story_sizes
 from ipc.storybook import (
     DEFAULT_MEDIA,
-    DEFAULT_VIEWPORT_HEIGHT,
-    DEFAULT_VIEWPORT_WIDTH,
     FORCED_COLORS,
     MAX_DELAY_MS,
     MAX_IGNORE_SELECTORS,
@@ -74,6 +72,7 @@ from ipc.storybook import (
     PlanResult,
     SkippedStory,
     StorySnapshot,
+    default_viewport,
 )
 from ipc.storybook_index import IndexEntry
 
@@ -264,7 +263,7 @@ def _unplannable(entry: IndexEntry, problem: str) -> StorySnapshot:
         title=entry.title,
         story=entry.name,
         mode=None,
-        viewport={"width": DEFAULT_VIEWPORT_WIDTH, "height": DEFAULT_VIEWPORT_HEIGHT},
+        viewport=default_viewport(),
         delay_ms=0,
         pause_animation_at_end=True,
         crop="root",

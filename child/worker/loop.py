@@ -43,6 +43,7 @@ from typing import Any, NoReturn
 
 import structlog
 
+from child.browser.errors import first_line
 from child.worker.engine import check_engine
 from child.worker.handler import Handler, Warmer
 from child.worker.resources import OutOfResources
@@ -203,7 +204,7 @@ def serve(
     accepted = False  # the next job's `Accepted` went out already (with the last job's end)
     while isinstance(message := channel.next(), Run | Warm):
         if isinstance(message, Warm):
-            accepted = warm_up(channel, lambda beat: warm(message.build, beat))
+            accepted = warm_up(channel, warm, message.build)
             continue
         if not accepted:
             channel.send(encode(Accepted(message.job_id)))
@@ -211,8 +212,8 @@ def serve(
     os._exit(0)
 
 
-def warm_up(channel: Channel, warm: Callable[[Callable[[], None]], None]) -> bool:
-    """Run `warm`; True when the next job arrived meanwhile and was accepted.
+def warm_up(channel: Channel, warm: Warmer, build: dict[str, Any] | None) -> bool:
+    """Run `warm` for `build`; True when the next job arrived meanwhile and was accepted.
 
     Its beat, on the main thread, looks for a job sent meanwhile and accepts it; from then on
     every beat reports it waiting, as the job's own start of the browser would. (Beats from
@@ -231,9 +232,9 @@ def warm_up(channel: Channel, warm: Callable[[Callable[[], None]], None]) -> boo
             channel.report(waiting.job_id, {"waiting": True})
 
     try:
-        warm(beat)
+        warm(build, beat)
     except Exception as error:  # the job that needs it meets the same trouble, and says so
-        log.info("could not warm up", error=str(error).splitlines()[0] if str(error) else "")
+        log.info("could not warm up", error=first_line(error))
     return waiting is not None
 
 

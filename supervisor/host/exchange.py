@@ -6,7 +6,7 @@ job, or that it lacks resources) is read in one place (`service`), and a message
 does not run is a protocol error that kills it. A job stops by a `Cancel` the child answers;
 the kill after a grace is the children's keeper's (`supervisor.host.children`). A job whose kind
 announces browser work (a Storybook plan) has the idle children start their browsers meanwhile
-(`Warm`, once per child).
+(`Warm`, once per child and build).
 """
 
 from __future__ import annotations
