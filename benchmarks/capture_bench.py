@@ -20,9 +20,10 @@ capture the same static Storybook build, in the same invocation, alternating run
   story has its baseline, as in a pull request that changes nothing visible, the common case in
   CI. When the build does not end with its snapshots, its row says why;
 - storycap (npm, pinned in ``benchmarks/storycap/``, installed by ``npm ci`` into
-  ``benchmarks/.cache/``), in simple mode (no addon in the Storybook), on Debian's Chromium
-  (``--chromiumPath``) with 2 browsers (``--parallel 2``) and the host's default viewport,
-  against the build served on loopback by a thread of this process.
+  ``benchmarks/.cache/``), in simple mode (no addon in the Storybook), on the browser this host
+  takes (``--chromiumPath``: Debian's headless shell when installed, `ipc.storybook`), with 2
+  browsers (``--parallel 2``) and the host's default viewport, against the build served on
+  loopback by a thread of this process.
 
 For each run: stories captured; stories per second (captured / wall time of the capturing
 process, start-up and exit included); the first story's latency (from the process's start to
@@ -70,12 +71,13 @@ import psutil  # noqa: E402
 
 from benchmarks.queue_bench import print_table  # noqa: E402
 from child.browser.stopwatch import Phase  # noqa: E402
+from ipc.storybook import configured_chromium  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"
 FIXTURE = REPO / "tests" / "fixtures" / "storybook"
 STORYCAP_PACKAGE = HERE / "storycap"
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = configured_chromium()
 #: One child (host) or one browser (storycap) per slot.
 SLOTS = 2
 #: The host's default viewport (`ipc.storybook.DEFAULT_VIEWPORT_*`), given to storycap too.

@@ -25,7 +25,15 @@ STORYBOOKS_PREFIX = "storybooks"
 
 #: The browser a child drives, unless `STORYSHELF_CHROMIUM` (set by `run --chromium`) says.
 CHROMIUM_VARIABLE = "STORYSHELF_CHROMIUM"
-DEFAULT_CHROMIUM = "/usr/bin/chromium"
+#: The browsers looked for when none is named, the first installed one taken: Debian's headless
+#: shell (package `chromium-headless-shell`, the same Chromium built without its desktop parts,
+#: as Playwright and Puppeteer take for headless runs), else Debian's Chromium. The shell is
+#: named by its binary, not by its `/usr/bin` script, which runs it without `exec`: the child's
+#: browser must be the process the child started. Measured on the generated 300 stories, two
+#: children: 11.20 against 9.48 stories/s, 489 against 653 MiB of peak PSS a slot, the first
+#: story 3.0 against 4.6 s. Text can be drawn a little differently by the two (same version,
+#: other compositing), so the hosts that share a project run the same one.
+DEFAULT_CHROMIUMS = ("/usr/lib/chromium/chromium-headless-shell", "/usr/bin/chromium")
 
 #: How long one story may take to render and settle, in seconds (Chromatic's cap), before its
 #: snapshot fails with "did not finish rendering in 15 s". A story's own delay comes after it.
@@ -161,8 +169,14 @@ STORY_RESULT_FIELDS = ("image", "sha256", "settled", "render_seconds", "ignore_b
 
 def configured_chromium() -> str:
     """The browser's path as this process's environment gives it: `STORYSHELF_CHROMIUM`, else
-    Debian's. The host sets the variable before forking (`supervisor.host.chromium`)."""
-    return os.environ.get(CHROMIUM_VARIABLE) or DEFAULT_CHROMIUM
+    the first of `DEFAULT_CHROMIUMS` installed (the last when none is, for the message that says
+    so). The host sets the variable before forking (`supervisor.host.chromium`)."""
+    named = os.environ.get(CHROMIUM_VARIABLE)
+    if named:
+        return named
+    return next(
+        (path for path in DEFAULT_CHROMIUMS if os.access(path, os.X_OK)), DEFAULT_CHROMIUMS[-1]
+    )
 
 
 def file_key(path: str, sha256: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 
 from playwright.sync_api import sync_playwright
 
+from ipc.storybook import configured_chromium
+
 #: The fields of a story's record the plan reads; the rest (args, argTypes, ...) is left out.
 FIELDS = ("id", "title", "name", "tags", "parameters", "globals", "storyGlobals")
 
@@ -45,7 +47,7 @@ def record(build: Path) -> dict[str, Any]:
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
-                executable_path=os.environ.get("STORYSHELF_CHROMIUM", "/usr/bin/chromium"),
+                executable_path=configured_chromium(),
                 args=["--no-sandbox"] if os.geteuid() == 0 else [],
             )
             page = browser.new_page()

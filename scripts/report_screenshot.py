@@ -9,7 +9,8 @@ is.
 
     python scripts/report_screenshot.py [--out scripts/report-screenshot.png]
 
-It needs Chromium (`/usr/bin/chromium`, or `STORYSHELF_CHROMIUM`), and never downloads one.
+It needs Chromium (Debian's headless shell or `/usr/bin/chromium`, or `STORYSHELF_CHROMIUM`), and
+never downloads one.
 """
 
 from __future__ import annotations

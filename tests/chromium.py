@@ -21,6 +21,6 @@ def require_chromium() -> str:
         return path
     if os.environ.get("CI") == "true":
         pytest.fail(
-            f"Chromium is required in CI, and there is none at {path} (apt-get install chromium)"
+            f"Chromium is required in CI, and there is none at {path} (apt-get install chromium-headless-shell)"
         )
     pytest.skip(f"no Chromium at {path}")

@@ -12,7 +12,7 @@ writes to `<profile>/DevToolsActivePort` (`connect_over_cdp`). Both run in the b
 network (`child.browser.network`), where that port is the driver's to reach and no one else's.
 
 Nothing is ever downloaded: the executable is `STORYSHELF_CHROMIUM` (set by `run --chromium`) or
-Debian's `/usr/bin/chromium`. A child has one browser, launched on its first job that needs it
+Debian's (its headless shell when installed, else `/usr/bin/chromium`: `ipc.storybook`). A child has one browser, launched on its first job that needs it
 and reused by the next ones (`child_browser`); a browser found dead is launched again. It is
 never closed at the child's exit: it dies with the child's process group.
 """
@@ -158,8 +158,8 @@ def launch(
     path = executable or configured_chromium()
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise ChromiumNotFound(
-            f"Chromium not found at {path}: install Debian's chromium package "
-            "(apt-get install chromium) or give run --chromium PATH"
+            f"Chromium not found at {path}: install Debian's chromium-headless-shell package "
+            "(apt-get install chromium-headless-shell) or give run --chromium PATH"
         )
     tries = 1
     while True:

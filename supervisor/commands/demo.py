@@ -95,7 +95,7 @@ def chosen_upload() -> Upload:
     if shutil.which(chromium) is not None:
         return upload_storybook
     print(
-        f"Chromium not found at {chromium}: install it (apt-get install chromium) to capture "
+        f"Chromium not found at {chromium}: install it (apt-get install chromium-headless-shell) to capture "
         "the demo Storybook; showing the demo on screenshots instead"
     )
     return upload_screenshots

@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--chromium",
         str,
         None,
-        "the browser for Storybook builds (default /usr/bin/chromium, Debian's package)",
+        "the browser for Storybook builds (default: Debian's chromium-headless-shell, else "
+        "/usr/bin/chromium)",
     )
     option(
         parser,

@@ -26,7 +26,7 @@ def export(chosen: str | None, log: FilteringBoundLogger) -> str:
     if shutil.which(path) is None:
         log.warning(
             "Chromium not found: Storybook builds will fail until it is installed "
-            "(apt-get install chromium) or run --chromium names it",
+            "(apt-get install chromium-headless-shell) or run --chromium names it",
             chromium=path,
         )
     return path

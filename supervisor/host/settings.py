@@ -72,7 +72,7 @@ class HostSettings:
     #: Resident memory above which a child is killed at once (a crash, reason "memory limit").
     hard_rss_bytes: int = 3072 * 2**20
     #: The browser children drive for Storybook builds (`--chromium`); None: Debian's
-    #: `/usr/bin/chromium` (`ipc.storybook.DEFAULT_CHROMIUM`). The host starts no browser: its
+    #: headless shell, else its Chromium (`ipc.storybook.DEFAULT_CHROMIUMS`). The host starts no browser: its
     #: children get the path in their environment.
     chromium: str | None = None
     #: Memory budget per child used to size concurrency.

@@ -23,6 +23,7 @@ from child.browser.launch import (
     launch,
 )
 from child.worker.resources import OutOfResources
+from ipc import storybook
 from ipc.storybook import CHROMIUM_VARIABLE, configured_chromium
 from tests.chromium import require_chromium
 
@@ -46,9 +47,26 @@ def test_a_missing_executable_is_one_line_that_says_what_to_do(
     with pytest.raises(ChromiumNotFound) as raised:
         launch()
     assert str(raised.value) == (
-        f"Chromium not found at {missing}: install Debian's chromium package "
-        "(apt-get install chromium) or give run --chromium PATH"
+        f"Chromium not found at {missing}: install Debian's chromium-headless-shell package "
+        "(apt-get install chromium-headless-shell) or give run --chromium PATH"
     )
+
+
+def test_with_none_named_the_first_installed_browser_is_taken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shell, full = tmp_path / "headless-shell", tmp_path / "chromium"
+    monkeypatch.delenv(CHROMIUM_VARIABLE, raising=False)
+    monkeypatch.setattr(storybook, "DEFAULT_CHROMIUMS", (str(shell), str(full)))
+    assert configured_chromium() == str(full), "none installed: the last, for the message"
+    full.write_text("#!/bin/sh\n")
+    full.chmod(0o755)
+    shell.write_text("#!/bin/sh\n")  # there, but not executable: not a browser
+    assert configured_chromium() == str(full)
+    shell.chmod(0o755)
+    assert configured_chromium() == str(shell)
+    monkeypatch.setenv(CHROMIUM_VARIABLE, str(full))
+    assert configured_chromium() == str(full), "a browser named is taken as named"
 
 
 def _fake_chromium(folder: Path, says: str, status: int) -> str:
