@@ -14,7 +14,8 @@ own that holds only the build's server (`child.browser.network`). The switches h
 network cannot be had, and behind it: the host resolver resolves no name (only 127.0.0.1, where
 the build's server is, is excluded; an IP literal is never resolved, so this stops names only),
 WebRTC sends UDP only through a proxy (the profile's `webrtc.ip_handling_policy`, which
-`PREFERENCES` sets: the switch `--force-webrtc-ip-handling-policy` let STUN through, measured),
+`PREFERENCES` sets for the full browser, and the switch `--force-webrtc-ip-handling-policy` for
+the headless shell: each browser ignores the other's way, measured),
 and each page's proxy is the build's own server, which refuses whatever is sent through it
 (`child.browser.site`): STUN and TURN to any address, over UDP and TCP, reach nothing. The
 interception aborts every request that leaves the build's server (and, without the network of
@@ -57,6 +58,11 @@ PROCESS = (
     # process of its own: one process and its IPC fewer, ~12 % less CPU per story (measured on
     # 60 stories, 103 -> 91 ms), and the same bytes (84 of 84 fixture shots).
     "--in-process-gpu",
+    # WebRTC's UDP through a proxy only, for the headless shell, which reads no profile
+    # preferences (`PREFERENCES`, which the full browser needs: this switch alone let its STUN
+    # through). Without it the shell sent STUN and TURN datagrams from a browser that shares the
+    # host's network (tests/processes/test_containment.py).
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
 )
 
 #: The page is never treated as hidden: its timers, frames and renderer run at full speed.
