@@ -163,8 +163,50 @@
     return 'updated';
   };
 
+  // Playwright's fake clock (`page.clock`) of this page and of every frame below it that the
+  // page can reach (a frame of another origin cannot be loaded here: only the build is served).
+  const clocks = () => {
+    if (!window.__pwClock) {
+      throw new Error('the page holds no clock: this Playwright keeps its fake clock elsewhere');
+    }
+    const found = [];
+    const walk = (view) => {
+      try {
+        if (view.__pwClock) found.push(view.__pwClock.controller);
+        for (let i = 0; i < view.frames.length; i += 1) walk(view.frames[i]);
+      } catch (_) {
+        // A frame of another origin: nothing of the story's runs there.
+      }
+    };
+    walk(window);
+    return found;
+  };
+
   const agent = {
     errors,
+
+    // Run the page's held clock forward by `ms`, firing every timer due on the way, in order,
+    // in every frame, as `page.clock.run_for` does: the same clock's own `runFor`, asked of it
+    // here so that the run and the look after it are one round trip (`after`). Answers the
+    // first error a timer of the story threw (every due timer has still fired), else null.
+    async run(ms) {
+      let threw = null;
+      for (const controller of clocks()) {
+        try {
+          await controller.runFor(ms);
+        } catch (error) {
+          if (threw === null) threw = describe(error);
+        }
+      }
+      return threw;
+    },
+
+    // The clock run forward by `ms` (not at all for 0), then the answer of `method(...args)`:
+    // {answer, threw}, `threw` as `run` says it.
+    async after(ms, method, ...args) {
+      const threw = ms > 0 ? await agent.run(ms) : null;
+      return { answer: agent[method](...args), threw };
+    },
 
     // Show `storyId`: switched to through the channel, or rendered again (same story), under
     // the preview's own globals with `globals` (a Chromatic mode's) over them.

@@ -50,7 +50,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from child.browser.errors import first_line
-from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_clock
+from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_then
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, ServeFailures, Site
@@ -228,13 +228,13 @@ class StoryRenderer:
             page.goto(
                 self.site.url("iframe.html"), wait_until="commit", timeout=PRELOAD_SECONDS * 1000
             )
-            while not self._agent("previewReady"):
+            ready = self._agent("previewReady")
+            while not ready:
                 if self._clock() >= deadline:
                     raise PlaywrightTimeout("the preview was not ready in time")
                 self._beat_now()
-                if self._in_flight == 0:
-                    run_clock(page, FRAME_MS)
                 page.wait_for_timeout(POLL_MS)
+                ready = self._agent("previewReady", run_ms=FRAME_MS if self._in_flight == 0 else 0)
         except PlaywrightError as error:
             log.info("could not load the preview ahead of its stories", error=first_line(error))
             self._close_page()
@@ -320,10 +320,11 @@ class StoryRenderer:
             delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
             motion = RUN_TO_END_MS if snapshot["pause_animation_at_end"] else FIRST_FRAME_MS
             # Counted from when the story was shown, not from when it finished: a loop that
-            # never ends is then held at the same moment however long Storybook took.
-            run_clock(page, delay + max(motion - elapsed, 0))
+            # never ends is then held at the same moment however long Storybook took. The first
+            # look at its fonts and images comes back with the run (and is counted in it).
+            ready = self._agent("assetsReady", run_ms=delay + max(motion - elapsed, 0))
             lap("motion")
-            if not self._agent("assetsReady"):  # mostly ready at once
+            if not ready:  # mostly ready at once
                 self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
             lap("assets")
             self._wait_for_quiet(page, render_deadline)
@@ -358,8 +359,8 @@ class StoryRenderer:
         so a story that never finishes is looked at, not spun."""
         errored_at: float | None = None
         step = FRAME_MS
+        outcome = self._agent("outcome")
         while True:
-            outcome = self._agent("outcome")
             if outcome is not None and "error" not in outcome:
                 return round(float(outcome["elapsed"]))
             if outcome is not None:
@@ -369,12 +370,13 @@ class StoryRenderer:
             if self._clock() >= deadline:
                 raise PlaywrightTimeout("the story did not finish rendering")
             self._beat_now()
-            if self._in_flight == 0:
-                run_clock(page, step)
-                if step < MAX_STEP_MS and errored_at is None:
-                    step = min(2 * step, MAX_STEP_MS)
-                    continue
-            page.wait_for_timeout(POLL_MS)
+            growing = step < MAX_STEP_MS and errored_at is None
+            if self._in_flight > 0 or not growing:
+                page.wait_for_timeout(POLL_MS)
+            run_ms = step if self._in_flight == 0 else 0
+            if run_ms and growing:
+                step = min(2 * step, MAX_STEP_MS)
+            outcome = self._agent("outcome", run_ms=run_ms)  # the run and the look: one call
 
     def _ensure_page(self, browser: ChildBrowser, viewport: Viewport) -> Page:
         if self._page is not None and (self._crashed or self._browser is not browser):
@@ -519,14 +521,18 @@ class StoryRenderer:
                 boxes.append((x0, y0, x1 - x0, y1 - y0))
         return tuple(boxes)
 
-    def _agent(self, method: str, *args: Any) -> Any:
-        """The answer of the agent's `method(*args)` in the page (`agent.js`), a plain value.
+    def _agent(self, method: str, *args: Any, run_ms: int = 0) -> Any:
+        """The answer of the agent's `method(*args)` in the page (`agent.js`), a plain value;
+        with `run_ms`, asked once the page's clock has run forward by that much
+        (`child.browser.hold.run_then`), in the same call.
 
         A page whose main thread hangs never answers, and no Playwright timeout ends the wait:
         the watchdog, armed for the story, kills its renderers, and the call raises. (Asked of
         the DevTools protocol directly, a call saves a tenth of a millisecond, measured, but a
         page that crashes meanwhile leaves it unanswered for good: Playwright fails it.)"""
         assert self._page is not None, "a page is open"
+        if run_ms > 0:
+            return run_then(self._page, run_ms, method, *args)
         return self._page.evaluate(
             "([method, args]) => window.__storyshelf[method](...args)", [method, list(args)]
         )
