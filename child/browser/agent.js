@@ -163,23 +163,29 @@
     return 'updated';
   };
 
-  // Playwright's fake clock (`page.clock`) of this page and of every frame below it that the
-  // page can reach (a frame of another origin cannot be loaded here: only the build is served).
-  const clocks = () => {
-    if (!window.__pwClock) {
-      throw new Error('the page holds no clock: this Playwright keeps its fake clock elsewhere');
-    }
+  // This window and every frame below it that the page can reach (a frame of another origin
+  // cannot be loaded here: only the build is served).
+  const views = () => {
     const found = [];
     const walk = (view) => {
       try {
-        if (view.__pwClock) found.push(view.__pwClock.controller);
+        view.document;  // throws for a frame of another origin
+        found.push(view);
         for (let i = 0; i < view.frames.length; i += 1) walk(view.frames[i]);
       } catch (_) {
-        // A frame of another origin: nothing of the story's runs there.
+        // Nothing of the story's runs there.
       }
     };
     walk(window);
     return found;
+  };
+
+  // Playwright's fake clock (`page.clock`) of each of them.
+  const clocks = () => {
+    if (!window.__pwClock) {
+      throw new Error('the page holds no clock: this Playwright keeps its fake clock elsewhere');
+    }
+    return views().filter((view) => view.__pwClock).map((view) => view.__pwClock.controller);
   };
 
   const agent = {
@@ -273,11 +279,14 @@
     // animations (SMIL) are paused at `svgSeconds` into their timeline (at the end of any that
     // end sooner), videos and audio at their first frame, as Chromatic does.
     freeze(atEnd, svgSeconds) {
-      if (!document.getElementById(STYLE_ID) && document.head) {
-        const style = document.createElement('style');
-        style.id = STYLE_ID;
-        style.textContent = STYLE;
-        document.head.appendChild(style);
+      for (const view of views()) {
+        const page = view.document;
+        if (!page.getElementById(STYLE_ID) && page.head) {
+          const style = page.createElement('style');
+          style.id = STYLE_ID;
+          style.textContent = STYLE;
+          page.head.appendChild(style);
+        }
       }
       let paused = 0;
       for (const root of roots()) {
@@ -350,9 +359,24 @@
       agent.freeze(atEnd, svgSeconds);
       return {
         root: agent.rootBox(),
-        scroll: [window.scrollX, window.scrollY],
+        scroll: [Math.floor(window.scrollX), Math.floor(window.scrollY)],
+        page: agent.pageSize(),
         ignore: agent.ignoreBoxes(selectors, limit),
       };
+    },
+
+    // The whole page's size, [width, height]: the largest the document and its body say they
+    // are (what a whole-page shot covers; Playwright's full-page screenshot measures the same).
+    pageSize() {
+      const root = document.documentElement;
+      const body = document.body || root;
+      if (!root) return [0, 0];
+      return [
+        Math.max(body.scrollWidth, root.scrollWidth, body.offsetWidth, root.offsetWidth,
+          body.clientWidth, root.clientWidth),
+        Math.max(body.scrollHeight, root.scrollHeight, body.offsetHeight, root.offsetHeight,
+          body.clientHeight, root.clientHeight),
+      ];
     },
 
     // The story root's box in page coordinates, whole pixels around it; null without a root.
