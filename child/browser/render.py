@@ -35,6 +35,7 @@ next; a browser that dies fails its story and is launched again for the next (`c
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import hashlib
 import struct
@@ -608,8 +609,13 @@ class StoryRenderer:
             log.warning("browser died during a story; the next story launches another")
 
     def _on_crash(self, page: Page) -> None:
+        """A renderer gone: the page is closed at once, which fails a shot waiting on its
+        DevTools session (a session's call is never answered once the renderer is gone: it
+        would wait for the watchdog's deadline). Called while a call of the page's waits."""
         self._crashed = True
         log.warning("page crashed", story_id=self.guard.story_id)
+        with contextlib.suppress(PlaywrightError):
+            page.close()
 
     def _on_request_started(self, request: Request) -> None:
         self._in_flight += 1

@@ -26,7 +26,7 @@ import pytest
 from child.artifacts.access import CachedArtifacts, for_job
 from child.browser import network
 from child.browser.launch import ChildBrowser, child_browser
-from child.browser.render import StoryRenderer
+from child.browser.render import SHOTS_SECONDS, StoryRenderer
 from child.browser.site import ServeFailed, Site
 from child.browser.watchdog import BEAT_SECONDS, LAST_RESORT_SECONDS, Watchdog
 from child.cache.content import ContentCache
@@ -34,7 +34,7 @@ from child.storybook import capture
 from child.storybook.stored import StoredBuild, load
 from child.worker.resources import OutOfResources
 from ipc.artifacts.s3 import S3Store
-from ipc.storybook import RENDER_CAP_SECONDS
+from ipc.storybook import RENDER_CAP_SECONDS, StorySnapshot
 from supervisor.builds.storybooks import store_storybook
 from tests.browser.conftest import FIXTURE, Stored, capture_payload, snapshot
 from tests.cgroups import confine, pids_cgroup
@@ -94,6 +94,40 @@ def test_a_renderer_that_crashes_fails_its_story_and_the_next_goes_on(
         assert time.monotonic() - started < 5
         assert crashed.error == "the page crashed while rendering the story"
         assert crashed.png is None
+        after = renderer.take(snapshot(NEXT))
+    assert after.error is None and after.png is not None
+    assert browser.alive(), "a renderer crash leaves the browser running"
+
+
+class _CrashDuringTheShot(StoryRenderer):
+    """A renderer whose page's renderer crashes while its first shot is being taken: stopped
+    as the shot is asked for (so the shot waits on it), killed half a second later."""
+
+    def __init__(self, site: Site, browser: ChildBrowser) -> None:
+        super().__init__(site)
+        self.doomed: ChildBrowser | None = browser
+
+    def _screenshot(self, snapshot: StorySnapshot, view: dict[str, Any]) -> Any:
+        if self.doomed is not None:
+            for pid in self.doomed.renderer_pids():
+                os.kill(pid, signal.SIGSTOP)
+            _later(0.5, self.doomed.kill_renderers)
+            self.doomed = None
+        return super()._screenshot(snapshot, view)
+
+
+def test_a_renderer_that_crashes_at_the_shot_fails_its_story_at_once(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    browser = child_browser()
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        _CrashDuringTheShot(site, browser) as renderer,
+    ):
+        started = time.monotonic()
+        crashed = renderer.take(snapshot(NEXT))
+        assert crashed.error == "the page crashed while rendering the story"
+        assert time.monotonic() - started < SHOTS_SECONDS / 2, "not the watchdog's deadline"
         after = renderer.take(snapshot(NEXT))
     assert after.error is None and after.png is not None
     assert browser.alive(), "a renderer crash leaves the browser running"
@@ -318,7 +352,7 @@ RENDERER_HOLDER = """
 import json, sys
 from child.artifacts.access import CachedArtifacts, for_job
 from child.browser.launch import child_browser
-from child.browser.render import StoryRenderer
+from child.browser.render import SHOTS_SECONDS, StoryRenderer
 from child.browser.site import Site
 from child.storybook.stored import load
 from child.worker.resources import OutOfResources
