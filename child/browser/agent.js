@@ -121,8 +121,9 @@
     'html { scroll-behavior: auto !important; }',
   ].join('\n');
 
-  const roots = () => {
-    const found = [document];
+  // A document and every shadow root in it (the page's own, unless another is given).
+  const roots = (page = document) => {
+    const found = [page];
     const walk = (node) => {
       for (const element of node.querySelectorAll('*')) {
         if (element.shadowRoot) {
@@ -131,7 +132,7 @@
         }
       }
     };
-    walk(document);
+    walk(page);
     return found;
   };
 
@@ -286,6 +287,13 @@
           style.id = STYLE_ID;
           style.textContent = STYLE;
           page.head.appendChild(style);
+        }
+        // The caret blinks in real time. The style above reaches no shadow root, and a field's
+        // own caret colour would win over it: every field's is set on the field itself.
+        for (const root of roots(page)) {
+          for (const field of root.querySelectorAll('input, textarea, [contenteditable]')) {
+            field.style.setProperty('caret-color', 'transparent', 'important');
+          }
         }
       }
       let paused = 0;

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pyvips
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from child.browser.launch import ChildBrowser
@@ -63,3 +64,45 @@ def test_a_spinner_frozen_at_any_moment_of_its_turn_gives_one_image(
             context.close()
     assert shots == ENOUGH_SHOTS, f"{shots} of {MOST_PAGES} pages gave a screenshot"
     assert len(digests) == 1
+
+
+#: A focused field inside a shadow root, with a caret of its own colour: red, and wide.
+SHADOW_FIELD = """<!doctype html><html><body><div id="host"></div><script>
+const root = document.getElementById('host').attachShadow({ mode: 'open' });
+root.innerHTML = '<style>input { caret-color: #f00; font-size: 40px; width: 200px; border: 0;'
+  + ' outline: 0; background: #fff; color: #fff; }</style><input value="">';
+root.querySelector('input').focus();
+</script></body></html>"""
+
+
+def _red_pixels(png: bytes) -> int:
+    image = pyvips.Image.new_from_buffer(png, "")[0:3]
+    red = (image[0] > 200) & (image[1] < 80) & (image[2] < 80)
+    return int(red.avg() / 255 * image.width * image.height)
+
+
+def test_a_focused_fields_caret_is_hidden_inside_a_shadow_root_too(
+    browser: ChildBrowser, tmp_path: Path
+) -> None:
+    """The caret blinks in real time (on for 500 ms, off for 500): shots across a second and a
+    half see it on if it shows at all. Without the freeze, the same shots see it."""
+    page_file = tmp_path / "field.html"
+    page_file.write_text(SHADOW_FIELD)
+    context = browser.browser.new_context(viewport={"width": 240, "height": 80})
+    try:
+        context.add_init_script(path=AGENT)
+        page = context.new_page()
+        page.goto(page_file.as_uri())
+
+        def most_red() -> int:
+            reds = []
+            for _ in range(8):
+                reds.append(_red_pixels(page.screenshot(animations="allow", caret="initial")))
+                page.wait_for_timeout(200)
+            return max(reds)
+
+        assert most_red() > 0, "the caret shows before the freeze"
+        page.evaluate("() => window.__storyshelf.freeze(false, 0)")
+        assert most_red() == 0
+    finally:
+        context.close()
