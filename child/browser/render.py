@@ -157,9 +157,8 @@ def shot_area(snapshot: StorySnapshot, view: dict[str, Any]) -> tuple[Box | None
         log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
     if crop == "page":
         whole = (0, 0, page_width, page_height)
-        return _cut(whole, whole), page_width > viewport["width"] or page_height > viewport[
-            "height"
-        ]
+        beyond = page_width > viewport["width"] or page_height > viewport["height"]
+        return _cut(whole, whole), beyond
     return shown, False
 
 
