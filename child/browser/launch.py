@@ -12,9 +12,10 @@ writes to `<profile>/DevToolsActivePort` (`connect_over_cdp`). Both run in the b
 network (`child.browser.network`), where that port is the driver's to reach and no one else's.
 
 Nothing is ever downloaded: the executable is `STORYSHELF_CHROMIUM` (set by `run --chromium`) or
-Debian's (its headless shell when installed, else `/usr/bin/chromium`: `ipc.storybook`). A child has one browser, launched on its first job that needs it
-and reused by the next ones (`child_browser`); a browser found dead is launched again. It is
-never closed at the child's exit: it dies with the child's process group.
+Debian's (its headless shell when installed, else `/usr/bin/chromium`: `ipc.storybook`). A
+child has one browser, launched on its first job that needs it and reused by the next ones
+(`child_browser`); a browser found dead is launched again. It is never closed at the child's
+exit: it dies with the child's process group.
 """
 
 from __future__ import annotations

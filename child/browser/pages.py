@@ -15,7 +15,8 @@ Chosen over the DevTools protocol's virtual time (`Emulation.setVirtualTimePolic
 time is granted in budgets that the renderer spends as it likes while the network or a timer is
 busy, and it stalls Playwright's own waits, which run on the page's timers; the fake clock is
 script in the page, per context, and its `runFor` fires every timer due in a stretch of time,
-in order, before it returns (asked of it by the agent: `child.browser.hold.run_then`). A plan's page keeps timers running: it only reads parameters.
+in order, before it returns (asked of it by the agent: `child.browser.hold.run_then`). A plan's
+page keeps timers running: it only reads parameters.
 """
 
 from __future__ import annotations

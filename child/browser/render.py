@@ -560,11 +560,7 @@ class StoryRenderer:
         the DevTools protocol directly, a call saves a tenth of a millisecond, measured, but a
         page that crashes meanwhile leaves it unanswered for good: Playwright fails it.)"""
         assert self._page is not None, "a page is open"
-        if run_ms > 0:
-            return run_then(self._page, run_ms, method, *args)
-        return self._page.evaluate(
-            "([method, args]) => window.__storyshelf[method](...args)", [method, list(args)]
-        )
+        return run_then(self._page, run_ms, method, *args)
 
     def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
         """The first truthy value of `predicate` in the page, looked at every `POLL_MS`, with a
