@@ -1,7 +1,7 @@
 // The capture's agent inside the page: installed before any script of the build runs (an init
 // script), it seeds Math.random, follows Storybook's channel and answers the child's questions.
 // Every answer is a plain value: the child polls it with a timeout (a hung page cannot answer,
-// and the child must not wait on it), so nothing here ever blocks.
+// and the child must not wait on it), so nothing here waits longer than the child asked.
 (() => {
   'use strict';
 
@@ -83,6 +83,12 @@
     },
   };
 
+  // The page's timers are the held clock's (installed after this script); a wait of the
+  // child's (`outcomeWithin`) runs on real time, and ends early at Storybook's next word on the
+  // story (`wake`).
+  const realSetTimeout = window.setTimeout.bind(window);
+  let wake = null;
+
   let channel;
   let hooked = null;
   // 'none', 'waiting' or 'ready' (or 'failed'): the preview's initialisation (`previewReady`).
@@ -90,7 +96,12 @@
   const hook = (value) => {
     if (!value || hooked === value || typeof value.on !== 'function') return;
     hooked = value;
-    for (const [name, handler] of Object.entries(handlers)) value.on(name, handler);
+    for (const [name, handler] of Object.entries(handlers)) {
+      value.on(name, (...args) => {
+        handler(...args);
+        if (wake) wake();
+      });
+    }
   };
   // Hooked the moment Storybook installs its channel, before it renders the first story.
   try {
@@ -212,7 +223,7 @@
     // {answer, threw}, `threw` as `run` says it.
     async after(ms, method, ...args) {
       const threw = ms > 0 ? await agent.run(ms) : null;
-      return { answer: agent[method](...args), threw };
+      return { answer: await agent[method](...args), threw };
     },
 
     // Show `storyId`: switched to through the channel, or rendered again (same story), under
@@ -236,6 +247,20 @@
       if (story.error !== null) return { error: story.error, finished: story.finished };
       const done = story.finished || story.unchanged || (story.rendered && !finishes());
       return done ? { ok: true, elapsed: performance.now() - story.shownAt } : null;
+    },
+
+    // `outcome()` once the story is done (rendered, or its error final), else after Storybook's
+    // next word on it or `ms` of real time, whichever comes first: one call where a wait and a
+    // look were two, and no wait past the moment the story is done.
+    async outcomeWithin(ms) {
+      const now = agent.outcome();
+      if (now !== null && (now.ok || now.finished)) return now;
+      await new Promise((resolve) => {
+        wake = resolve;
+        realSetTimeout(resolve, ms);
+      });
+      wake = null;
+      return agent.outcome();
     },
 
     // Whether a page loaded with no story (ahead of the stories to come) can be switched to one:

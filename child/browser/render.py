@@ -23,8 +23,10 @@ another size), which costs a render, not a page load. Each story then goes throu
    (at most `MAX_SHOTS`; the last is kept and the capture says it never settled), or until the
    first hashes the same as the story's baseline: those bytes were already taken once and kept
    as the accepted image, so a second shot could only agree with them (an unchanged story, the
-   common case in CI, costs one shot). A shot covers the story root's box unless the story asks
-   for the viewport or the whole page.
+   common case in CI, costs one shot). A new story's first shot is taken as soon as no
+   request is in flight, while the quiet window of step 3 still runs (a shot is mostly waiting
+   for frames), and the second after it. A shot covers the story root's box unless the story
+   asks for the viewport or the whole page.
 
 Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
 fire on a page whose main thread hangs, so at the deadline the renderers are killed and the
@@ -38,12 +40,13 @@ import base64
 import contextlib
 import dataclasses
 import hashlib
+import math
 import struct
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
 import structlog
@@ -114,6 +117,16 @@ class Capture:
     ignore_boxes: tuple[tuple[int, int, int, int], ...] = ()
     #: Where its seconds went, by phase (`child.browser.stopwatch`).
     phases: Mapping[Phase, float] = dataclasses.field(default_factory=dict)
+
+
+class _Shot(NamedTuple):
+    """One screenshot of a story, with what the agent's `prepare` saw of the page for it."""
+
+    png: bytes
+    digest: str
+    view: dict[str, Any]
+    #: Where the image's top left corner is on the page.
+    origin: tuple[int, int]
 
 
 class StoryFailed(Exception):
@@ -363,6 +376,8 @@ class StoryRenderer:
             if not ready:  # mostly ready at once
                 self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
             lap("assets")
+            early = None if baseline_sha256 else self._early_shot(page, snapshot, render_deadline)
+            lap("shots")
             self._wait_for_quiet(page, render_deadline)
             lap("quiet")
         except PlaywrightTimeout:
@@ -372,7 +387,7 @@ class StoryRenderer:
         if self._watchdog.fired is None:
             self._watchdog.arm(SHOTS_SECONDS, shots_message())
         try:  # no timeout of the driver's: the watchdog ends a shot that takes too long
-            png, settled, shots, boxes = self._shoot(snapshot, baseline_sha256)
+            png, settled, shots, boxes = self._shoot(snapshot, baseline_sha256, early)
             lap("shots")
             return png, settled, shots, boxes
         except PlaywrightError as error:
@@ -388,8 +403,10 @@ class StoryRenderer:
         request in flight only a timer can be what the story waits for (Storybook 9's 100 ms
         wait for animations, a play function's typing, a debounce): the clock then runs a frame,
         and twice as far at each look after, up to `MAX_STEP_MS` (Storybook's wait is passed at
-        the third look, not the seventh); from there a look waits `POLL_MS` of real time too,
-        so a story that never finishes is looked at, not spun."""
+        the third look, not the seventh); from there a look waits up to `POLL_MS` of real time
+        too, so a story that never finishes is looked at, not spun. A wait (that one, or one on
+        a request in flight) is the agent's `outcomeWithin`: it ends the moment Storybook says
+        the story is done, where a sleep then a look overshot by half a poll."""
         errored_at: float | None = None
         step = FRAME_MS
         outcome = self._agent("outcome")
@@ -405,7 +422,11 @@ class StoryRenderer:
             self._beat_now()
             growing = step < MAX_STEP_MS and errored_at is None
             if self._in_flight > 0 or not growing:
-                page.wait_for_timeout(POLL_MS)
+                # A wait of `POLL_MS` that ends as Storybook says the story is done.
+                outcome = self._agent("outcomeWithin", POLL_MS)
+                final = outcome is not None and ("error" not in outcome or outcome.get("finished"))
+                if final or self._in_flight > 0:
+                    continue
             run_ms = step if self._in_flight == 0 else 0
             if run_ms and growing:
                 step = min(2 * step, MAX_STEP_MS)
@@ -469,34 +490,70 @@ class StoryRenderer:
         return problem
 
     def _wait_for_quiet(self, page: Page, deadline: float) -> None:
-        while self._in_flight > 0 or self._clock() - self._last_activity < QUIET_SECONDS:
+        """Until no request has been in flight for `QUIET_SECONDS`. Once the last one ended,
+        the wait is exactly what is left of the window (a request that starts meanwhile is seen
+        as it is sent: the driver delivers events while it waits), not a `POLL_MS` step, which
+        overshot by half a step on average."""
+        while (left := QUIET_SECONDS - (self._clock() - self._last_activity)) > 0 or (
+            self._in_flight > 0
+        ):
+            if self._clock() > deadline:
+                raise PlaywrightTimeout("the network did not go quiet")
+            self._beat_now()
+            wait = POLL_MS if self._in_flight > 0 else max(1, math.ceil(left * 1000))
+            page.wait_for_timeout(wait)
+
+    def _early_shot(self, page: Page, snapshot: StorySnapshot, deadline: float) -> _Shot | None:
+        """A new story's first shot, taken once no request is in flight while the quiet window
+        still runs, so that its frame waits (most of a shot's time) overlap the window instead
+        of following it; None when the window has already passed (the shots then start after
+        it, as they would anyway).
+
+        It is only ever the first of a pair: the second is taken after the window, and a page
+        that changed in between (a late image painted) makes them differ, so the shots go on.
+        A story with a baseline gets none: its first shot may settle it alone, by hashing as
+        the baseline, so that shot must come after the window (an image whose request ended
+        just before would be missing from it, and a changed story taken for unchanged)."""
+        while self._in_flight > 0:
             if self._clock() > deadline:
                 raise PlaywrightTimeout("the network did not go quiet")
             self._beat_now()
             page.wait_for_timeout(POLL_MS)
+        if self._clock() - self._last_activity >= QUIET_SECONDS:
+            return None
+        return self._shot(snapshot)
+
+    def _shot(self, snapshot: StorySnapshot) -> _Shot:
+        """One shot, after the agent's `prepare` (animations paused, the caret hidden, the
+        areas to shoot and ignore measured)."""
+        view = self._agent(
+            "prepare",
+            snapshot["pause_animation_at_end"],
+            RUN_TO_END_MS / 1000,
+            [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]],
+            MAX_IGNORE_BOXES,
+        )
+        png, origin = self._screenshot(snapshot, view)
+        return _Shot(png, hashlib.sha256(png).hexdigest(), view, origin)
 
     def _shoot(
-        self, snapshot: StorySnapshot, baseline_sha256: str | None
+        self, snapshot: StorySnapshot, baseline_sha256: str | None, early: _Shot | None
     ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
         """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`, or a first one
-        that hashes as the baseline; with the last one's ignore boxes."""
+        that hashes as the baseline; with the last one's ignore boxes. `early` (`_early_shot`)
+        is the first, when it was taken in the quiet window."""
         previous = baseline_sha256
-        png, view, origin = b"", {}, (0, 0)
-        for shot in range(1, MAX_SHOTS + 1):
-            view = self._agent(
-                "prepare",
-                snapshot["pause_animation_at_end"],
-                RUN_TO_END_MS / 1000,
-                [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]],
-                MAX_IGNORE_BOXES,
-            )
-            png, origin = self._screenshot(snapshot, view)
-            digest = hashlib.sha256(png).hexdigest()
-            if digest == previous:
-                return png, True, shot, self._ignore_boxes(snapshot, view["ignore"], png, origin)
-            previous = digest
+        shot = early
+        for count in range(1, MAX_SHOTS + 1):
+            shot = shot if count == 1 and shot is not None else self._shot(snapshot)
+            if shot.digest == previous:
+                boxes = self._ignore_boxes(snapshot, shot.view["ignore"], shot.png, shot.origin)
+                return shot.png, True, count, boxes
+            previous = shot.digest
+        assert shot is not None, "at least one shot was taken"
         log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
-        return png, False, MAX_SHOTS, self._ignore_boxes(snapshot, view["ignore"], png, origin)
+        boxes = self._ignore_boxes(snapshot, shot.view["ignore"], shot.png, shot.origin)
+        return shot.png, False, MAX_SHOTS, boxes
 
     def _screenshot(
         self, snapshot: StorySnapshot, view: dict[str, Any]
