@@ -107,13 +107,21 @@ def test_a_plan_becomes_shards_and_capture_jobs_with_the_frozen_baselines(
 
 @pytest.mark.parametrize(
     ("stories", "expected"),
-    [(45, [2, 9, 9, 9, 8, 8]), (12, [2, 10]), (13, [2, 6, 5]), (2, [2]), (1, [1])],
+    [
+        (45, [2, 10, 10, 10, 7, 3, 2, 1]),
+        (12, [2, 5, 3, 2]),
+        (13, [2, 6, 3, 2]),
+        (4, [2, 2]),
+        (2, [2]),
+        (1, [1]),
+    ],
 )
-def test_without_shards_asked_the_first_takes_two_stories_and_the_others_ten_at_most(
+def test_without_shards_asked_the_first_takes_two_stories_and_the_others_halve_to_the_end(
     engine: Engine, tmp_path: Path, stories: int, expected: list[int]
 ) -> None:
     """The first job is done within seconds of the plan, so the build's first results come at
-    once; the others are small enough that two children share a small Storybook."""
+    once; the others are ten at most, so that two children share a small Storybook, and halve
+    what is left towards the end, so that the children end together."""
     job = queue_plan(engine, tmp_path / "artifacts")
     shots = [story(f"s--{index:02}") for index in range(stories)]
     record(engine, job, planned(*shots), tmp_path / "artifacts")
