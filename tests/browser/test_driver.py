@@ -14,6 +14,7 @@ import pytest
 from child.browser import driver
 from child.browser.errors import BrowserUnavailable
 from child.browser.launch import child_browser, discard_child_browser
+from ipc.artifacts.location import CACHE_DIR_VARIABLE
 from tests.cgroups import confine, pids_cgroup
 from tests.chromium import require_chromium
 from tests.scripts import start_script
@@ -127,3 +128,26 @@ def test_a_driver_that_died_under_a_live_browser_is_started_again() -> None:
     page = again.browser.new_page()
     assert page.evaluate("1 + 1") == 2
     page.close()
+
+
+def test_the_driver_keeps_its_compiled_code_in_the_hosts_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver's Node.js compiles Playwright's scripts at every start unless it has a compile
+    cache: it gets one under the host's cache folder, written as it exits, and the child's own
+    environment is left as it was."""
+    require_chromium()
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path))
+    monkeypatch.delenv("NODE_COMPILE_CACHE", raising=False)
+    monkeypatch.delenv("NODE_OPTIONS", raising=False)
+    started = driver.start(timeout=20)
+    try:
+        assert started.pid is not None
+        environment = psutil.Process(started.pid).environ()
+        folder = tmp_path / driver.COMPILE_CACHE_FOLDER
+        assert environment["NODE_COMPILE_CACHE"] == str(folder)
+        assert environment["NODE_OPTIONS"] == driver.NODE_OPTIONS
+        assert "NODE_COMPILE_CACHE" not in os.environ and "NODE_OPTIONS" not in os.environ
+    finally:
+        started.stop()
+    assert any(path.is_file() for path in folder.rglob("*")), "compiled code was written"
