@@ -104,6 +104,39 @@ def test_animations_are_paused_at_their_end_or_at_their_first_frame(
     assert faded.min() < 100, "the fade-in is captured at its end, its text opaque"
 
 
+#: Starts an animation of a minute on the page, held in `window.minute`.
+START_MINUTE = """() => {
+  const box = document.body.appendChild(document.createElement('div'));
+  window.minute = box.animate([{ opacity: 0 }, { opacity: 1 }], 60000);
+}"""
+
+
+def test_animations_run_fast_unless_the_story_is_paused_at_its_first_frame(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """Storybook 9 and later wait for running animations before a story finishes, in real
+    time: a story whose animations are paused at their end runs them at `ANIMATION_RATE` times
+    real time (its pixels are those of the end either way); one paused at its first frame keeps
+    the real pace, so that a short animation is still there to be paused at its start."""
+    story = "example-button--primary"
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
+        reached = []
+        for at_end in (True, False, True):
+            assert renderer.take(snapshot(story, pause_animation_at_end=at_end)).error is None
+            page = renderer.page
+            assert page is not None
+            # How far it gets in 200 ms of real time (the page's `Date` and timers are held).
+            page.evaluate(START_MINUTE)
+            page.wait_for_timeout(200)
+            reached.append(page.evaluate("() => window.minute.currentTime"))
+    fast, real, fast_again = reached
+    assert fast > 20 * 200 and fast_again > 20 * 200, reached
+    assert real < 20 * 200, reached
+
+
 def test_the_play_function_ran_before_the_capture(captured: Any, stored: Stored) -> None:
     results = captured[0]
     played = image(stored, results["example-interactive--play-reveals"])
