@@ -511,14 +511,12 @@ class StoryRenderer:
             self._shown = story_id
         return problem
 
-    def _wait_for_quiet(self, page: Page, deadline: float) -> None:
-        """Until no request has been in flight for `QUIET_SECONDS`. Once the last one ended,
-        the wait is exactly what is left of the window (a request that starts meanwhile is seen
-        as it is sent: the driver delivers events while it waits), not a `POLL_MS` step, which
-        overshot by half a step on average."""
-        while (left := QUIET_SECONDS - (self._clock() - self._last_activity)) > 0 or (
-            self._in_flight > 0
-        ):
+    def _wait_for_quiet(self, page: Page, deadline: float, window: float = QUIET_SECONDS) -> None:
+        """Until no request has been in flight for `window` seconds (0: until none is). Once
+        the last one ended, the wait is exactly what is left of the window (a request that
+        starts meanwhile is seen as it is sent: the driver delivers events while it waits), not
+        a `POLL_MS` step, which overshot by half a step on average."""
+        while (left := window - (self._clock() - self._last_activity)) > 0 or (self._in_flight > 0):
             if self._clock() > deadline:
                 raise PlaywrightTimeout("the network did not go quiet")
             self._beat_now()
@@ -536,11 +534,7 @@ class StoryRenderer:
         A story with a baseline gets none: its first shot may settle it alone, by hashing as
         the baseline, so that shot must come after the window (an image whose request ended
         just before would be missing from it, and a changed story taken for unchanged)."""
-        while self._in_flight > 0:
-            if self._clock() > deadline:
-                raise PlaywrightTimeout("the network did not go quiet")
-            self._beat_now()
-            page.wait_for_timeout(POLL_MS)
+        self._wait_for_quiet(page, deadline, window=0.0)
         if self._clock() - self._last_activity >= QUIET_SECONDS:
             return None
         return self._shot(snapshot)
@@ -565,17 +559,14 @@ class StoryRenderer:
         that hashes as the baseline; with the last one's ignore boxes. `early` (`_early_shot`)
         is the first, when it was taken in the quiet window."""
         previous = baseline_sha256
-        shot = early
-        for count in range(1, MAX_SHOTS + 1):
-            shot = shot if count == 1 and shot is not None else self._shot(snapshot)
-            if shot.digest == previous:
-                boxes = self._ignore_boxes(snapshot, shot.view["ignore"], shot.png, shot.origin)
-                return shot.png, True, count, boxes
-            previous = shot.digest
-        assert shot is not None, "at least one shot was taken"
-        log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
+        shot, count = early if early is not None else self._shot(snapshot), 1
+        while shot.digest != previous and count < MAX_SHOTS:
+            previous, shot, count = shot.digest, self._shot(snapshot), count + 1
+        settled = shot.digest == previous
+        if not settled:
+            log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
         boxes = self._ignore_boxes(snapshot, shot.view["ignore"], shot.png, shot.origin)
-        return shot.png, False, MAX_SHOTS, boxes
+        return shot.png, settled, count, boxes
 
     def _screenshot(
         self, snapshot: StorySnapshot, view: dict[str, Any]
