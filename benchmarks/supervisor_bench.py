@@ -97,9 +97,9 @@ from benchmarks.queue_bench import (  # noqa: E402
     listen_pgqueuer,
     print_table,
 )
+from ipc import logs  # noqa: E402
 from ipc.framing import FrameReader, encode  # noqa: E402
 from ipc.messages import TO_PARENT, Hello, Stop  # noqa: E402
-from supervisor import logs  # noqa: E402
 from supervisor.db import queue  # noqa: E402
 from supervisor.db.connection import connect, is_postgres, transaction  # noqa: E402
 from supervisor.db.migrate import upgrade  # noqa: E402

@@ -74,6 +74,7 @@ from ipc import scratch
 from ipc.artifacts.keys import REPORTS_PREFIX as REPORTS_FOLDER
 from ipc.artifacts.location import open_store
 from ipc.artifacts.store import ArtifactStore
+from ipc.logs import configure as configure_logging
 from ipc.messages import STACK_DUMP_SIGNAL
 from scripts.partitions import fencing, latency, namespaces
 from scripts.partitions.health import Watch, ask
@@ -89,7 +90,6 @@ from supervisor.db import queue
 from supervisor.db.connection import DatabaseUnavailable, connect, transaction
 from supervisor.db.migrate import upgrade
 from supervisor.db.tables import builds, capture_shards, jobs, snapshots
-from supervisor.logs import configure as configure_logging
 from tests.object_store_server import (
     ObjectStoreNotFound,
     TemporaryObjectStore,

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from child.worker.handler import Handler, Progress
 from ipc import scratch
 from ipc.failures import JobError, PermanentFailure
@@ -47,7 +49,10 @@ def _close_badly(_conn: object, job: Job, error: str) -> ReduceOutcome:
 
 
 def parent_kinds() -> dict[str, Kind]:
-    names = ("sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write", "oversize")
+    names = (
+        "sleep", "fail", "crash", "hang", "eat", "garble", "spawn", "half_write", "oversize",
+        "environment",
+    )  # fmt: skip
     kinds = {name: Kind(name, accepts=_accepts, prepare=_with_attempt) for name in names}  # type: ignore[arg-type]
     kinds["give_up"] = Kind("give_up", accepts=_accepts)
     kinds["huge"] = Kind("huge", accepts=_accepts, prepare=_huge_payload)  # type: ignore[arg-type]
@@ -172,8 +177,16 @@ def _linger(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     return {}
 
 
+def _environment(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Say, in the child's log, what one variable of its environment holds."""
+    name = str(payload["name"])
+    structlog.get_logger().info("environment read", name=name, value=os.environ.get(name))
+    return {}
+
+
 def child_handlers() -> dict[str, Handler]:
     return {
+        "environment": _environment,
         "sleep": _sleep,
         "fail": _fail,
         "fail_badly": _fail,

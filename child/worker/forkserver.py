@@ -21,7 +21,8 @@ import time
 from typing import NoReturn
 
 from child.worker.handler import Handler
-from ipc.forkserver import READY, recv_request, reply_failed, reply_spawned
+from ipc.forkserver import READY, recv_request, recv_settings, reply_failed, reply_spawned
+from ipc.logs import configure
 
 #: The intermediate's report of the child's pid to the fork server.
 PID = struct.Struct(">i")
@@ -34,16 +35,50 @@ SINGLE_THREADED = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def serve(control: socket.socket, supervisor_pid: int) -> NoReturn:
     """The fork server's loop: one child per request, until the parent closes the control socket."""
+    _detach(control)
+    from child.worker.handlers import registered_handlers
+
+    handlers = registered_handlers()
+    _serve(control, supervisor_pid, handlers)
+
+
+def serve_ahead(control: socket.socket, supervisor_pid: int) -> NoReturn:
+    """`serve`, for a fork server forked before the parent's own start-up
+    (`supervisor.host.ahead`): it imports the child code while the parent imports its own, then
+    waits for the settings the parent has once started (its environment, its logs:
+    `ipc.forkserver.Settings`), which a copy of the started parent would have had."""
+    _detach(control)
+    configure()  # what the child code says as it loads (the diff's loops compiling), on stderr
+    from child.worker.handlers import registered_handlers
+
+    handlers = registered_handlers()
+    settings = recv_settings(control)
+    if settings is None:
+        os._exit(0)  # the parent did not start a host after all
+    os.environ.clear()
+    os.environ.update(settings["environment"])
+    _single_threaded()
+    configure(settings["log_level"], json=settings["json_logs"])
+    _serve(control, supervisor_pid, handlers)
+
+
+def _detach(control: socket.socket) -> None:
+    """What a fork server does first: the parent's signals ignored (it decides), death with
+    it, no descriptor but its socket, and libraries kept to one thread."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; ^C reaches us too
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent()
     _drop_inherited(control)
-    # A process that forks must have no other thread; numpy's BLAS would start one on import.
+    _single_threaded()
+
+
+def _single_threaded() -> None:
+    """A process that forks must have no other thread; numpy's BLAS would start one on import."""
     for variable in SINGLE_THREADED:
         os.environ[variable] = "1"
-    from child.worker.handlers import registered_handlers
 
-    handlers = registered_handlers()
+
+def _serve(control: socket.socket, supervisor_pid: int, handlers: dict[str, Handler]) -> NoReturn:
     control.sendall(READY)
     while True:
         threads = recv_request(control)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from supervisor import logs
+from ipc import logs
 from supervisor.commands.options import CommandParser, add_common
 from supervisor.db.connection import DatabaseProblem
 from supervisor.logs import PROGRAM, complain

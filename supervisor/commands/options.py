@@ -23,10 +23,11 @@ from sqlalchemy import Engine
 
 from ipc.artifacts.location import BadLocation, open_store
 from ipc.artifacts.store import ArtifactStore
+from ipc.logs import LOG_LEVELS
 from supervisor.db.connection import UnsupportedDatabase, connect, parse_url, sqlite_file
 from supervisor.db.migrate import NoSchema, require_schema
 from supervisor.host.settings import DEFAULT_ARTIFACTS, EMBEDDED_DATABASE_URL
-from supervisor.logs import LOG_LEVELS, complain
+from supervisor.logs import complain
 
 log = structlog.get_logger(__name__)
 

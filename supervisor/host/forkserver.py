@@ -9,7 +9,6 @@ adopted by, reaped by, and die with the parent. The parent itself never imports 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -25,7 +24,10 @@ from ipc.forkserver import (
     read_ready,
     request_spawn,
     say_failed,
+    send_settings,
 )
+from ipc.logs import configured
+from supervisor.host.ahead import adopt, become_subreaper
 
 log = structlog.get_logger(__name__)
 
@@ -36,14 +38,6 @@ log = structlog.get_logger(__name__)
 READY_TIMEOUT_SECONDS = 90.0
 #: A spawn takes milliseconds; a fork server that does not answer within this is hung.
 SPAWN_TIMEOUT_SECONDS = 10.0
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> None:
-    """Adopt orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`), so children are ours to reap."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
 class ForkServer:
@@ -95,7 +89,18 @@ class StartingForkServer:
 
     @classmethod
     def fork(cls) -> StartingForkServer:
-        """Fork the fork server; `ForkRefused` when the kernel refuses."""
+        """Fork the fork server, or adopt the one forked ahead of the start-up
+        (`supervisor.host.ahead`), sending it the environment and log settings it waits for;
+        `ForkRefused` when the kernel refuses."""
+        ahead = adopt()
+        if ahead is not None:
+            pid, control = ahead
+            try:
+                send_settings(control, dict(os.environ), configured())
+            except OSError:  # it died: forked anew below (it is reaped like any child)
+                control.close()
+            else:
+                return cls(pid, control, time.monotonic() + READY_TIMEOUT_SECONDS)
         become_subreaper()
         ours, theirs = socket.socketpair()
         supervisor_pid = os.getpid()

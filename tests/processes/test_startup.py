@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,11 +13,12 @@ import pytest
 import structlog
 
 from ipc import scratch as ipc_scratch
+from ipc.artifacts.location import CACHE_DIR_VARIABLE
 from ipc.messages import PROTOCOL_VERSION
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade
 from supervisor.host import scratch
-from tests.hosts import ROOT
+from tests.hosts import ROOT, enqueue
 
 BROKEN_IMPORT = 'raise ImportError("libvips.so.42: cannot open shared object file")\n'
 BROKEN_OPERATIONS = textwrap.dedent(
@@ -113,6 +115,36 @@ def test_scratch_of_dead_children_is_swept_at_start(tmp_path: Path) -> None:
         path.write_bytes(b"x")
     assert scratch.sweep([tmp_path], structlog.get_logger()) == 2
     assert [path.name for path in folder.iterdir()] == [alive.name]
+
+
+def test_a_fork_server_forked_ahead_gives_its_children_the_started_hosts_settings(
+    tmp_path: Path,
+) -> None:
+    """`python -m supervisor run` forks the fork server before the host has chosen its cache
+    folder (and exported it) or configured its logs: its children still read the folder the host
+    chose and log as the host does (JSON at its level, their pid bound)."""
+    url = f"sqlite:///{tmp_path}/db.sqlite"
+    engine = connect(url)
+    upgrade(engine)
+    job_id = enqueue(engine, "environment", {"name": CACHE_DIR_VARIABLE})
+    log = tmp_path / "host.log"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "STORYSHELF_PLUGINS": "tests.kinds"}
+    environment.pop(CACHE_DIR_VARIABLE, None)
+    with log.open("w") as output:
+        code = subprocess.run(
+            [
+                sys.executable, "-m", "supervisor", "run", "--drain", "--log-level", "debug",
+                "--database-url", url, "--artifacts", str(tmp_path / "a"),
+                "--cache-dir", str(tmp_path / "cache"),
+            ],
+            stdout=output, stderr=subprocess.STDOUT, timeout=120, env=environment,
+        ).returncode  # fmt: skip
+    assert code == 0, log.read_text()
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    (read,) = [event for event in events if event["event"] == "environment read"]
+    assert read["value"] == str(tmp_path / "cache") and read["job_id"] == job_id
+    assert read["child_pid"] != os.getpid()
+    assert any(event["level"] == "debug" and "child_pid" in event for event in events)
 
 
 def test_the_fork_server_has_no_thread_but_its_own() -> None:

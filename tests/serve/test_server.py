@@ -19,9 +19,9 @@ import httpx
 import pytest
 from starlette.types import ASGIApp
 
+from ipc import logs
 from ipc.artifacts.folder import FolderStore
 from ipc.artifacts.s3 import S3Store
-from supervisor import logs
 from supervisor.commands.main import main
 from supervisor.db.connection import connect
 from supervisor.db.migrate import upgrade

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ipc.forkserver import MAX_SETTINGS_BYTES, SETTINGS_LENGTH, recv_settings, send_settings
 from ipc.framing import MAX_FRAME_BYTES, FrameReader, encode, recv_message, send_message
+from ipc.logs import LogSettings
 from ipc.messages import (
     TO_CHILD,
     TO_PARENT,
@@ -170,3 +172,36 @@ def test_messages_before_a_bad_frame_are_delivered_before_the_error() -> None:
         for message in FrameReader(TO_PARENT).feed(encode(Accepted(9)) + b"\x00\x00\x00\x01\xc1"):
             delivered.append(message)
     assert delivered == [Accepted(9)]
+
+
+def test_fork_server_settings_go_across_and_garbled_ones_read_as_none() -> None:
+    """A fork server forked ahead reads the parent's settings first; what is not settings (a
+    length past the cap, text that is not JSON, a level the host has no name for, a socket
+    closed half-way) reads as None, and the server exits rather than guess."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        send_settings(ours, {"STORYSHELF_CACHE_DIR": "/var/cache/s"}, LogSettings("debug", True))
+        assert recv_settings(theirs) == {
+            "environment": {"STORYSHELF_CACHE_DIR": "/var/cache/s"},
+            "log_level": "debug",
+            "json_logs": True,
+        }
+        send_settings(ours, {}, None)
+        assert recv_settings(theirs) == {"environment": {}, "log_level": "info", "json_logs": None}
+    bad_bodies = [
+        b"not json",
+        b'{"environment": {}, "log_level": "loud", "json_logs": null}',
+        b'{"environment": [], "log_level": "info", "json_logs": null}',
+        b'{"log_level": "info", "json_logs": null}',
+    ]
+    for body in bad_bodies:
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            ours.sendall(SETTINGS_LENGTH.pack(len(body)) + body)
+            assert recv_settings(theirs) is None, body
+    for frame in (SETTINGS_LENGTH.pack(MAX_SETTINGS_BYTES + 1), SETTINGS_LENGTH.pack(10) + b"{}"):
+        ours, theirs = socket.socketpair()
+        with theirs:
+            ours.sendall(frame)
+            ours.close()
+            assert recv_settings(theirs) is None
