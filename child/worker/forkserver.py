@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import gc
 import itertools
 import os
 import signal
@@ -79,6 +80,12 @@ def _single_threaded() -> None:
 
 
 def _serve(control: socket.socket, supervisor_pid: int, handlers: dict[str, Handler]) -> NoReturn:
+    """Ready, then one child per request. What the server has loaded is moved out of the
+    collector's reach first (`gc.freeze`): a child's collections would otherwise write to every
+    object they scan, copying the pages it shares with the server (measured on vue-sb9: a child
+    at 55 MiB of PSS, against 77 without, and the server at 125 against 146)."""
+    gc.collect()
+    gc.freeze()
     control.sendall(READY)
     while True:
         threads = recv_request(control)
