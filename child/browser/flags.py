@@ -108,6 +108,9 @@ def chromium_flags(profile: Path, *, as_root: bool) -> list[str]:
     # No first tab: the child opens its own page per job, and a blank tab's renderer costs
     # ~60 MB of PSS for nothing (measured).
     flags.append("--no-startup-window")
+    # A capture page draws only the frames the renderer begins (`child.browser.pages`): each
+    # must hold every stage of the page's rendering when it is drawn, not the last one's.
+    flags.append("--run-all-compositor-stages-before-draw")
     return flags
 
 

@@ -19,12 +19,14 @@ another size), which costs a render, not a page load. Each story then goes throu
    with "did not finish rendering in 15 s" and the page is closed (a page that hangs its main
    thread is ended with it); the next story gets a new page.
 5. Every CSS animation, transition, Web Animation, SVG animation and video paused at its end (or
-   its first frame), the caret hidden, and shots taken until two consecutive ones hash the same
-   (at most `MAX_SHOTS`; the last is kept and the capture says it never settled), or until the
-   first hashes the same as the story's baseline: those bytes were already taken once and kept
-   as the accepted image, so a second shot could only agree with them (an unchanged story, the
-   common case in CI, costs one shot). A shot covers the story root's box unless the story asks
-   for the viewport or the whole page.
+   its first frame), the caret hidden, and shots taken until two consecutive ones have the same
+   pixels (at most `MAX_SHOTS`; the last is kept and the capture says it never settled), or
+   until the first one's PNG is the story's baseline's, byte for byte: those bytes were already
+   taken once and kept as the accepted image, so a second shot could only agree with them (an
+   unchanged story, the common case in CI, costs one shot). A shot covers the story root's box
+   unless the story asks for the viewport or the whole page. The page draws only the frames the
+   renderer begins (`child.browser.frames`): a look at a story still rendering begins one, and
+   a shot is the frame begun for it, drawn at once.
 
 Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
 fire on a page whose main thread hangs, so at the deadline the renderers are killed and the
@@ -34,7 +36,6 @@ next; a browser that dies fails its story and is launched again for the next (`c
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import dataclasses
 import hashlib
@@ -47,11 +48,13 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple
 from urllib.parse import quote
 
+import pyvips
 import structlog
 from playwright.sync_api import BrowserContext, CDPSession, Page, Request
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from child.browser import frames
 from child.browser.errors import first_line
 from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_then
 from child.browser.launch import ChildBrowser, child_browser
@@ -91,6 +94,9 @@ MAX_STEP_MS = 256
 #: not a pixel. A story paused at its first frame keeps the real pace: sped up, a short
 #: animation could be over before the shots pause it at its start.
 ANIMATION_RATE = 100.0
+#: The agent's answers that look at a story (or a preview) still on its way, each after a frame
+#: begun for it (`_agent`).
+LOOKS = frozenset({"previewReady", "outcome", "outcomeWithin", "assetsReady"})
 #: How long a story that reported an error may take to finish: Storybook tears its render down
 #: after it, and the next story must not start before.
 ERROR_SETTLE_SECONDS = 1.0
@@ -129,8 +135,7 @@ class Capture:
 class _Shot(NamedTuple):
     """One screenshot of a story, with what the agent's `prepare` saw of the page for it."""
 
-    png: bytes
-    digest: str
+    pixels: frames.Pixels
     view: dict[str, Any]
     #: Where the image's top left corner is on the page.
     origin: tuple[int, int]
@@ -220,7 +225,7 @@ class StoryRenderer:
         self._browser: ChildBrowser | None = None
         self._context: BrowserContext | None = None
         self._page: Page | None = None
-        #: The page's own DevTools session, which takes its shots (`_screenshot`).
+        #: The page's own DevTools session, which begins its frames (`child.browser.frames`).
         self._devtools: CDPSession | None = None
         self._shown: str | None = None
         self._viewport: Viewport | None = None
@@ -443,7 +448,9 @@ class StoryRenderer:
         if self._page is not None and (self._crashed or self._browser is not browser):
             self._close_page()
         if self._page is None:
-            self._context, self._page = open_page(browser, self.guard, viewport, hold_time=True)
+            self._context, self._page = open_page(
+                browser, self.guard, viewport, hold_time=True, begin_frames=True
+            )
             self._devtools = self._context.new_cdp_session(self._page)
             self._browser = browser
             self._viewport = viewport
@@ -458,7 +465,8 @@ class StoryRenderer:
             self._page.on("requestfailed", self._on_request_ended)
             self._serve_failures.watch(self._page)
         elif viewport != self._viewport:
-            self._page.set_viewport_size({"width": viewport["width"], "height": viewport["height"]})
+            assert self._devtools is not None, "a page is open"
+            frames.resize(self._devtools, viewport["width"], viewport["height"])
             self._viewport = viewport
         return self._page
 
@@ -523,7 +531,8 @@ class StoryRenderer:
 
     def _shot(self, snapshot: StorySnapshot) -> _Shot:
         """One shot, after the agent's `prepare` (animations paused, the caret hidden, the
-        areas to shoot and ignore measured)."""
+        areas to shoot and ignore measured): the area `shot_area` says, in a frame begun for
+        it (`child.browser.frames.shoot`)."""
         view = self._agent(
             "prepare",
             snapshot["pause_animation_at_end"],
@@ -531,54 +540,48 @@ class StoryRenderer:
             [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]],
             MAX_IGNORE_BOXES,
         )
-        png, origin = self._screenshot(snapshot, view)
-        return _Shot(png, hashlib.sha256(png).hexdigest(), view, origin)
+        area, beyond = shot_area(snapshot, view)
+        if area is None:
+            raise StoryFailed("the story's root is outside the page: nothing to shoot")
+        assert self._devtools is not None, "a page is open"
+        viewport = snapshot["viewport"]
+        page_width, page_height = view["page"]
+        try:
+            pixels = frames.shoot(
+                self._devtools,
+                area,
+                (view["scroll"][0], view["scroll"][1]),
+                (viewport["width"], viewport["height"]),
+                (page_width, page_height) if beyond else None,
+            )
+        except (frames.NotDrawn, pyvips.Error) as error:
+            message = f"the browser drew no frame to shoot: {first_line(error)}"
+            raise StoryFailed(message, page_broken=True) from None
+        return _Shot(pixels, view, (area[0], area[1]))
 
     def _shoot(
         self, snapshot: StorySnapshot, baseline_sha256: str | None
     ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
-        """Shots until two consecutive ones hash the same, at most `MAX_SHOTS`, or a first one
-        that hashes as the baseline; with the last one's ignore boxes.
+        """Shots until two consecutive ones have the same pixels, at most `MAX_SHOTS`, or a
+        first one whose PNG is the baseline's, byte for byte (an unchanged story costs one shot
+        and one encoding); the PNG of the last, with its ignore boxes.
 
         Every shot comes after the quiet window. Taking a new story's first one inside it (its
         frame waits overlapping the window) saved 8 ms a story, but moved the pair's second
         shot a shot's time closer to the last request: a shoelace-sb65 story's two shots then
         agreed on a state its page left later, and that image became the next build's wrong
         baseline (20 pixels, once in a suite run under load)."""
-        previous = baseline_sha256
         shot, count = self._shot(snapshot), 1
-        while shot.digest != previous and count < MAX_SHOTS:
-            previous, shot, count = shot.digest, self._shot(snapshot), count + 1
-        settled = shot.digest == previous
+        png = shot.pixels.png() if baseline_sha256 is not None else None
+        settled = png is not None and hashlib.sha256(png).hexdigest() == baseline_sha256
+        while not settled and count < MAX_SHOTS:
+            previous, shot, count = shot, self._shot(snapshot), count + 1
+            settled, png = shot.pixels.data == previous.pixels.data, None
         if not settled:
             log.info("story never settled", story_id=snapshot["story_id"], shots=MAX_SHOTS)
-        boxes = self._ignore_boxes(snapshot, shot.view["ignore"], shot.png, shot.origin)
-        return shot.png, settled, count, boxes
-
-    def _screenshot(
-        self, snapshot: StorySnapshot, view: dict[str, Any]
-    ) -> tuple[bytes, tuple[int, int]]:
-        """The shot `snapshot` asks for, of the page as `view` (the agent's `prepare`) saw it,
-        and where its top left corner is on the page.
-
-        One `Page.captureScreenshot` through the page's DevTools session. Playwright's
-        `page.screenshot` sends the same command with five round trips to the renderer around
-        it (its caret style into every frame and out again, a wait for fonts, the page's size,
-        the layout's metrics), all of which the agent's `prepare` has done or answered already:
-        20-24 ms of CPU a shot against 15-18, the same bytes. A whole-page shot makes Chromium
-        lay the page out again at the page's size, twice: only a shot that reaches past the
-        viewport asks for one."""
-        area, beyond = shot_area(snapshot, view)
-        if area is None:
-            raise StoryFailed("the story's root is outside the page: nothing to shoot")
-        assert self._devtools is not None, "a page is open"
-        x, y, width, height = area
-        clip = {"x": x, "y": y, "width": width, "height": height, "scale": 1}
-        shot = self._devtools.send(
-            "Page.captureScreenshot",
-            {"format": "png", "clip": clip, "captureBeyondViewport": beyond},
-        )
-        return base64.b64decode(shot["data"]), (x, y)
+        png = png if png is not None else shot.pixels.png()
+        boxes = self._ignore_boxes(snapshot, shot.view["ignore"], png, shot.origin)
+        return png, settled, count, boxes
 
     def _ignore_boxes(
         self,
@@ -615,8 +618,15 @@ class StoryRenderer:
         A page whose main thread hangs never answers, and no Playwright timeout ends the wait:
         the watchdog, armed for the story, kills its renderers, and the call raises. (Asked of
         the DevTools protocol directly, a call saves a tenth of a millisecond, measured, but a
-        page that crashes meanwhile leaves it unanswered for good: Playwright fails it.)"""
+        page that crashes meanwhile leaves it unanswered for good: Playwright fails it.)
+
+        A look at a story still rendering (`LOOKS`) begins a frame first, not drawn: the page
+        draws only when asked (`child.browser.frames`), and what a story waits for may run on
+        its frames (a resize observer, the animations' timeline)."""
         assert self._page is not None, "a page is open"
+        if method in LOOKS:
+            assert self._devtools is not None, "a page is open"
+            frames.advance(self._devtools)
         return run_then(self._page, run_ms, method, *args)
 
     def _poll(self, page: Page, predicate: str, deadline: float) -> Any:

@@ -18,6 +18,7 @@ import pyvips
 from structlog.testing import capture_logs
 
 from child.artifacts.access import for_job
+from child.browser.frames import advance
 from child.browser.launch import ChildBrowser, launch
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
@@ -117,7 +118,8 @@ def test_animations_run_fast_unless_the_story_is_paused_at_its_first_frame(
     """Storybook 9 and later wait for running animations before a story finishes, in real
     time: a story whose animations are paused at their end runs them at `ANIMATION_RATE` times
     real time (its pixels are those of the end either way); one paused at its first frame keeps
-    the real pace, so that a short animation is still there to be paused at its start."""
+    the real pace, so that a short animation is still there to be paused at its start. The
+    page's animations move on the frames begun for it, as the renderer's looks begin them."""
     story = "example-button--primary"
     with (
         Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
@@ -130,7 +132,10 @@ def test_animations_run_fast_unless_the_story_is_paused_at_its_first_frame(
             assert page is not None
             # How far it gets in 200 ms of real time (the page's `Date` and timers are held).
             page.evaluate(START_MINUTE)
-            page.wait_for_timeout(200)
+            frames = page.context.new_cdp_session(page)
+            for _ in range(10):
+                page.wait_for_timeout(20)
+                advance(frames)
             reached.append(page.evaluate("() => window.minute.currentTime"))
     fast, real, fast_again = reached
     assert fast > 20 * 200 and fast_again > 20 * 200, reached
@@ -279,6 +284,34 @@ def test_a_story_may_ask_for_the_viewport_or_the_whole_page(
     assert taken.png is not None
     picture = pyvips.Image.new_from_buffer(taken.png, "")
     assert (picture.width, picture.height) == size
+
+
+@pytest.mark.parametrize(("crop", "size"), [("root", (268, 111)), ("page", (300, 143))])
+def test_a_shot_past_the_viewport_is_drawn_whole_and_leaves_the_viewport_as_it_was(
+    browser: ChildBrowser, stored: Stored, crop: str, size: tuple[int, int]
+) -> None:
+    """A root (or page) taller than the viewport is drawn with the viewport stretched over the
+    page for that frame: the same pixels as the root shot inside a viewport tall enough, and
+    the next story is drawn at its own viewport again."""
+    short, tall = {"width": 300, "height": 60}, {"width": 300, "height": 600}
+    card = "example-card--with-text"
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        StoryRenderer(site) as renderer,
+    ):
+        past = renderer.take(snapshot(card, crop=crop, viewport=short))
+        after = renderer.take(snapshot(card, crop="viewport", viewport=short))
+        inside = renderer.take(snapshot(card, crop=crop, viewport=tall))
+    assert past.png is not None and after.png is not None and inside.png is not None
+    whole = pyvips.Image.new_from_buffer(past.png, "")
+    assert (whole.width, whole.height) == size
+    viewport = pyvips.Image.new_from_buffer(after.png, "")
+    assert (viewport.width, viewport.height) == (300, 60)
+    if crop == "root":
+        assert (
+            whole.write_to_memory()
+            == pyvips.Image.new_from_buffer(inside.png, "").write_to_memory()
+        )
 
 
 def test_the_capture_is_diffed_against_its_baseline(

@@ -107,13 +107,13 @@ class _CrashDuringTheShot(StoryRenderer):
         super().__init__(site)
         self.doomed: ChildBrowser | None = browser
 
-    def _screenshot(self, snapshot: StorySnapshot, view: dict[str, Any]) -> Any:
+    def _shot(self, snapshot: StorySnapshot) -> Any:
         if self.doomed is not None:
             for pid in self.doomed.renderer_pids():
                 os.kill(pid, signal.SIGSTOP)
             _later(0.5, self.doomed.kill_renderers)
             self.doomed = None
-        return super()._screenshot(snapshot, view)
+        return super()._shot(snapshot)
 
 
 def test_a_renderer_that_crashes_at_the_shot_fails_its_story_at_once(
