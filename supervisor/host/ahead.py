@@ -47,24 +47,30 @@ def fork_ahead(arguments: Sequence[str]) -> None:
     global _ahead
     if _ahead is not None or not runs_a_host(arguments):
         return
-    try:
-        become_subreaper()
-        ours, theirs = socket.socketpair()
-    except OSError:
-        return
+    with contextlib.suppress(OSError):
+        _ahead = fork_server(ahead=True)
+
+
+def fork_server(*, ahead: bool) -> tuple[int, socket.socket]:
+    """Fork a fork server (the parent adopting its children first): its pid and the parent's
+    end of its control socket; OSError when the kernel refuses. One forked `ahead` waits for
+    the parent's settings before it says it is ready (`child.worker.forkserver.serve_ahead`)."""
+    become_subreaper()
+    ours, theirs = socket.socketpair()
     supervisor_pid = os.getpid()
     try:
         pid = os.fork()
     except OSError:
         ours.close()
         theirs.close()
-        return
+        raise
     if pid == 0:  # pragma: no cover - the fork server's side, tested through its children
         ours.close()
         try:
-            from child.worker.forkserver import serve_ahead
+            from child.worker import forkserver
 
-            serve_ahead(theirs, supervisor_pid)
+            serve = forkserver.serve_ahead if ahead else forkserver.serve
+            serve(theirs, supervisor_pid)
         except BaseException as error:
             from ipc.forkserver import say_failed
 
@@ -73,7 +79,7 @@ def fork_ahead(arguments: Sequence[str]) -> None:
         finally:
             os._exit(70)
     theirs.close()
-    _ahead = (pid, ours)
+    return pid, ours
 
 
 def adopt() -> tuple[int, socket.socket] | None:

@@ -23,11 +23,10 @@ from ipc.forkserver import (
     ForkServerGone,
     read_ready,
     request_spawn,
-    say_failed,
     send_settings,
 )
 from ipc.logs import configured
-from supervisor.host.ahead import adopt, become_subreaper
+from supervisor.host.ahead import adopt, fork_server
 
 log = structlog.get_logger(__name__)
 
@@ -101,28 +100,11 @@ class StartingForkServer:
                 control.close()
             else:
                 return cls(pid, control, time.monotonic() + READY_TIMEOUT_SECONDS)
-        become_subreaper()
-        ours, theirs = socket.socketpair()
-        supervisor_pid = os.getpid()
         try:
-            pid = os.fork()
+            pid, control = fork_server(ahead=False)
         except OSError as error:
-            ours.close()
-            theirs.close()
             raise ForkRefused(f"cannot fork the fork server: {error.strerror}") from error
-        if pid == 0:  # pragma: no cover - the fork server's side, tested through its children
-            ours.close()
-            try:
-                from child.worker.forkserver import serve
-
-                serve(theirs, supervisor_pid)
-            except BaseException as error:
-                with contextlib.suppress(OSError):
-                    say_failed(theirs, f"{type(error).__name__}: {error}")
-            finally:
-                os._exit(70)
-        theirs.close()
-        return cls(pid, ours, time.monotonic() + READY_TIMEOUT_SECONDS)
+        return cls(pid, control, time.monotonic() + READY_TIMEOUT_SECONDS)
 
     def fileno(self) -> int:
         """Its control socket, for `select`: readable once it answered or died."""

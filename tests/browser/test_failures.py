@@ -25,6 +25,7 @@ import pytest
 
 from child.artifacts.access import CachedArtifacts, for_job
 from child.browser import network
+from child.browser.frames import advance
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.render import SHOTS_SECONDS, StoryRenderer
 from child.browser.site import ServeFailed, Site
@@ -39,6 +40,7 @@ from supervisor.builds.storybooks import store_storybook
 from tests.browser.conftest import FIXTURE, Stored, capture_payload, snapshot
 from tests.cgroups import confine, pids_cgroup
 from tests.chromium import require_chromium
+from tests.hosts import wait_for
 from tests.object_store_server import TemporaryObjectStore, own_server
 from tests.scripts import start_script
 
@@ -290,8 +292,16 @@ def test_a_story_that_throws_is_its_own_failure_while_the_store_still_sends_a_fo
         StoryRenderer(site, cap_seconds=3) as renderer,
     ):
         result = renderer.take(snapshot("example-broken--throws-in-render"))
-        assert renderer.page is not None
-        renderer.page.wait_for_function("document.fonts.status === 'loading'", timeout=5000)
+        page = renderer.page
+        assert page is not None
+        # The error page's font is asked for as the page lays it out: on a frame begun for it.
+        frames = page.context.new_cdp_session(page)
+
+        def font_asked_for() -> bool:
+            advance(frames)
+            return bool(page.evaluate("document.fonts.status === 'loading'"))
+
+        wait_for(font_asked_for, timeout=5.0)
         waiting = site.still_reading("the story threw")
     assert result.error is not None and "render threw on purpose" in result.error
     assert waiting is not None, "the error page asked the frozen store for a font"
