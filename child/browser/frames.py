@@ -29,15 +29,20 @@ PNG_COMPRESSION = 6
 
 @dataclass(frozen=True)
 class Pixels:
-    """A shot's pixels, as the frame drew them."""
+    """A shot's pixels, as the frame drew them: the bytes two shots that agree have the same
+    of, row by row, `bands` bytes a pixel."""
 
-    image: pyvips.Image
-    #: The pixels' bytes, which two shots that agree have the same of.
     data: bytes
+    width: int
+    height: int
+    bands: int
 
     def png(self) -> bytes:
         """The PNG the capture keeps: the same bytes for the same pixels, on every run."""
-        encoded: bytes = self.image.pngsave_buffer(
+        image = pyvips.Image.new_from_memory(
+            self.data, self.width, self.height, self.bands, "uchar"
+        ).copy(interpretation="srgb")
+        encoded: bytes = image.pngsave_buffer(
             compression=PNG_COMPRESSION, keep=pyvips.enums.ForeignKeep.NONE
         )
         return encoded
@@ -99,5 +104,5 @@ def shoot(
         if beyond is not None:
             resize(devtools, *viewport)
     drawn = pyvips.Image.new_from_buffer(base64.b64decode(data), "")
-    cut = drawn.crop(left - scroll[0], top - scroll[1], width, height).copy_memory()
-    return Pixels(cut, cut.write_to_memory())
+    cut = drawn.crop(left - scroll[0], top - scroll[1], width, height)
+    return Pixels(cut.write_to_memory(), width, height, cut.bands)

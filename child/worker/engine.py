@@ -6,6 +6,8 @@ forks can deadlock its children.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import time
 
 #: How long a child waits before trying the check again when it lacked a thread or memory.
@@ -50,7 +52,26 @@ def _lacks_resources(error: Exception) -> bool:
 
 
 def set_threads(threads: int) -> None:
-    """Worker threads libvips may use in this child, so that children x threads fits the CPUs."""
+    """Worker threads libvips may use in this child, so that children x threads fits the CPUs;
+    and no cache of operations: libvips keeps the last 100 (up to 100 MB of their pixels) for
+    one asked again with the same arguments, which a child never does (each shot, each diff is
+    of new pixels), and a capture's decoded frames kept a slot 50 MiB above its peak."""
     import pyvips
 
     pyvips.concurrency_set(max(1, threads))
+    pyvips.cache_set_max(0)
+
+
+#: glibc's `mallopt` parameter for the size from which an allocation is a mapping of its own.
+_M_MMAP_THRESHOLD = -3
+#: A capture decodes frames of megabytes, two at a time; from this size (glibc's initial
+#: threshold, which it otherwise raises after the first such block is freed) each is mapped
+#: and unmapped, so a child's memory falls back after each shot instead of keeping its peak.
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def return_large_blocks() -> None:
+    """Have glibc give large blocks back to the kernel as they are freed (see
+    `MMAP_THRESHOLD_BYTES`); nothing where the C library is not glibc."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)

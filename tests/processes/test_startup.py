@@ -34,6 +34,9 @@ BROKEN_OPERATIONS = textwrap.dedent(
     def concurrency_set(threads):
         pass
 
+    def cache_set_max(operations):
+        pass
+
     def version(flag):
         return 0
     """
