@@ -21,7 +21,7 @@ from typing import Any
 import pyvips
 from playwright.sync_api import CDPSession
 
-#: A box in page pixels: left, top, width, height.
+#: A box in pixels (of the page, or of an image): left, top, width, height.
 Box = tuple[int, int, int, int]
 #: zlib's level for the kept PNGs: its default, the size Chromium's own screenshots had.
 PNG_COMPRESSION = 6

@@ -101,18 +101,20 @@ def _frame_controlled_page(browser: ChildBrowser, context: BrowserContext, size:
     try:
         target = context.new_cdp_session(first).send("Target.getTargetInfo")["targetInfo"]
         session = browser.browser.new_browser_cdp_session()
-        with context.expect_page() as adopted:
-            session.send(
-                "Target.createTarget",
-                {
-                    "url": "about:blank",
-                    "browserContextId": target["browserContextId"],
-                    "enableBeginFrameControl": True,
-                    "width": size["width"],
-                    "height": size["height"],
-                },
-            )
-        session.detach()
+        try:
+            with context.expect_page() as adopted:
+                session.send(
+                    "Target.createTarget",
+                    {
+                        "url": "about:blank",
+                        "browserContextId": target["browserContextId"],
+                        "enableBeginFrameControl": True,
+                        "width": size["width"],
+                        "height": size["height"],
+                    },
+                )
+        finally:
+            session.detach()
     finally:
         first.close()
     return adopted.value

@@ -56,6 +56,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from child.browser import frames
 from child.browser.errors import first_line
+from child.browser.frames import Box
 from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_then
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import open_page
@@ -105,9 +106,6 @@ ERROR_SETTLE_SECONDS = 1.0
 PRELOAD_SECONDS = 5.0
 #: What `_shown` holds for a page whose preview is loaded with no story shown yet.
 NO_STORY = ""
-
-#: A box in an image: left, top, width, height.
-Box = tuple[int, int, int, int]
 
 #: How a story is brought into the page: switched to through Storybook's channel, or by
 #: loading the page again (what a Storybook without a reachable channel gets).

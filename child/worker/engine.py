@@ -51,9 +51,9 @@ def _lacks_resources(error: Exception) -> bool:
     return False
 
 
-def set_threads(threads: int) -> None:
-    """Worker threads libvips may use in this child, so that children x threads fits the CPUs;
-    and no cache of operations: libvips keeps the last 100 (up to 100 MB of their pixels) for
+def configure_libvips(threads: int) -> None:
+    """libvips in this child: the worker threads it may use, so that children x threads fits
+    the CPUs; and no cache of operations: libvips keeps the last 100 (up to 100 MB of their pixels) for
     one asked again with the same arguments, which a child never does (each shot, each diff is
     of new pixels), and a capture's decoded frames kept a slot 50 MiB above its peak."""
     import pyvips

@@ -184,7 +184,7 @@ def _drop_inherited(control: socket.socket) -> None:
 def _become_child(
     sock: socket.socket, supervisor_pid: int, threads: int, handlers: dict[str, Handler]
 ) -> NoReturn:
-    from child.worker.engine import return_large_blocks, set_threads
+    from child.worker.engine import configure_libvips, return_large_blocks
     from child.worker.handlers import warm
     from child.worker.loop import serve as serve_child
 
@@ -197,7 +197,7 @@ def _become_child(
     _die_with_parent()
     if os.getppid() != supervisor_pid:  # the parent died before the signal was armed
         os._exit(1)
-    set_threads(threads)
+    configure_libvips(threads)
     return_large_blocks()
     serve_child(sock, handlers, warm)
 
