@@ -75,6 +75,19 @@ def advance(devtools: CDPSession) -> None:
     devtools.send("HeadlessExperimental.beginFrame", {"noDisplayUpdates": True})
 
 
+def still(devtools: CDPSession) -> bool:
+    """Whether the page drew the same pixels in two frames begun one after the other: the
+    second reports no damage. The browser's display compositor redraws only what changed since
+    the frame before (`hasDamage` says whether it redrew anything), so a frame with none is the
+    one before it, pixel for pixel, and the page is as still as two shots that agree would show,
+    for the price of two frames drawn and none read back. A frame with damage says nothing (a
+    page may redraw the same pixels): the shots are then compared as before. A shot's own frame
+    always reports damage (the read-back redraws), so it cannot be one of the two."""
+    devtools.send("HeadlessExperimental.beginFrame", {})
+    frame: dict[str, Any] = devtools.send("HeadlessExperimental.beginFrame", {})
+    return frame.get("hasDamage") is False
+
+
 def resize(devtools: CDPSession, width: int, height: int) -> None:
     """The page's viewport, in CSS pixels at scale 1, taken up at the next frame (begun here).
     Playwright's `set_viewport_size` waits for a frame that a page drawing only when asked

@@ -23,7 +23,8 @@ another size), which costs a render, not a page load. Each story then goes throu
    pixels (at most `MAX_SHOTS`; the last is kept and the capture says it never settled), or
    until the first one's PNG is the story's baseline's, byte for byte: those bytes were already
    taken once and kept as the accepted image, so a second shot could only agree with them (an
-   unchanged story, the common case in CI, costs one shot). A shot covers the story root's box
+   unchanged story, the common case in CI, costs one shot). A story with no baseline costs one
+   shot too when the page drew the two frames before it alike (`frames.still`). A shot covers the story root's box
    unless the story asks for the viewport or the whole page. The page draws only the frames the
    renderer begins (`child.browser.frames`): a look at a story still rendering begins one, and
    a shot is the frame begun for it, drawn at once.
@@ -137,6 +138,8 @@ class _Shot(NamedTuple):
     view: dict[str, Any]
     #: Where the image's top left corner is on the page.
     origin: tuple[int, int]
+    #: Whether the page drew two frames alike just before this shot (`frames.still`).
+    still: bool = False
 
 
 class StoryFailed(Exception):
@@ -527,10 +530,12 @@ class StoryRenderer:
             wait = POLL_MS if self._in_flight > 0 else max(1, math.ceil(left * 1000))
             page.wait_for_timeout(wait)
 
-    def _shot(self, snapshot: StorySnapshot) -> _Shot:
+    def _shot(self, snapshot: StorySnapshot, *, look_still: bool = False) -> _Shot:
         """One shot, after the agent's `prepare` (animations paused, the caret hidden, the
         areas to shoot and ignore measured): the area `shot_area` says, in a frame begun for
-        it (`child.browser.frames.shoot`)."""
+        it (`child.browser.frames.shoot`). With `look_still`, whether the page drew two frames
+        alike just before it (`frames.still`; not asked of an area past the viewport, which is
+        drawn at another size than those frames would be)."""
         view = self._agent(
             "prepare",
             snapshot["pause_animation_at_end"],
@@ -545,6 +550,7 @@ class StoryRenderer:
         viewport = snapshot["viewport"]
         page_width, page_height = view["page"]
         try:
+            still = look_still and not beyond and frames.still(self._devtools)
             pixels = frames.shoot(
                 self._devtools,
                 area,
@@ -555,23 +561,28 @@ class StoryRenderer:
         except (frames.NotDrawn, pyvips.Error) as error:
             message = f"the browser drew no frame to shoot: {first_line(error)}"
             raise StoryFailed(message, page_broken=True) from None
-        return _Shot(pixels, view, (area[0], area[1]))
+        return _Shot(pixels, view, (area[0], area[1]), still)
 
     def _shoot(
         self, snapshot: StorySnapshot, baseline_sha256: str | None
     ) -> tuple[bytes, bool, int, tuple[Box, ...]]:
         """Shots until two consecutive ones have the same pixels, at most `MAX_SHOTS`, or a
         first one whose PNG is the baseline's, byte for byte (an unchanged story costs one shot
-        and one encoding); the PNG of the last, with its ignore boxes.
+        and one encoding), or, for a story with no baseline, a first one the page drew two
+        frames alike just before (`frames.still`: a new story costs one shot too, and its
+        frames are compared by the browser without being read back); the PNG of the last, with
+        its ignore boxes.
 
         Every shot comes after the quiet window. Taking a new story's first one inside it (its
         frame waits overlapping the window) saved 8 ms a story, but moved the pair's second
         shot a shot's time closer to the last request: a shoelace-sb65 story's two shots then
         agreed on a state its page left later, and that image became the next build's wrong
         baseline (20 pixels, once in a suite run under load)."""
-        shot, count = self._shot(snapshot), 1
-        png = shot.pixels.png() if baseline_sha256 is not None else None
-        settled = png is not None and hashlib.sha256(png).hexdigest() == baseline_sha256
+        shot, count = self._shot(snapshot, look_still=baseline_sha256 is None), 1
+        png = shot.pixels.png() if baseline_sha256 is not None or shot.still else None
+        settled = shot.still or (
+            png is not None and hashlib.sha256(png).hexdigest() == baseline_sha256
+        )
         while not settled and count < MAX_SHOTS:
             previous, shot, count = shot, self._shot(snapshot), count + 1
             settled, png = shot.pixels.data == previous.pixels.data, None

@@ -25,7 +25,7 @@ from child.browser.site import Site
 from child.storybook import capture, plan
 from child.storybook.stored import load
 from ipc.capture import RESULT_FIELDS as CAPTURE_RESULT_FIELDS
-from ipc.storybook import STORY_RESULT_FIELDS, StorySnapshot
+from ipc.storybook import MAX_SHOTS, STORY_RESULT_FIELDS, StorySnapshot
 from tests.browser.conftest import Stored, capture_payload, snapshot
 
 HANG = "example-hang--main-thread-hang"
@@ -427,11 +427,12 @@ def test_a_modes_globals_render_its_snapshot_and_leave_the_next_story_alone(
     ]
 
 
-def test_a_first_shot_that_is_the_baseline_settles_the_story_in_one_shot(
+def test_a_story_the_page_draws_still_or_that_is_its_baseline_settles_in_one_shot(
     browser: ChildBrowser, stored: Stored
 ) -> None:
-    """An unchanged story (the common case in CI) costs one shot: its bytes were already taken
-    and kept once. Any other first shot still needs a second that agrees with it."""
+    """A new story costs one shot when the page drew two frames alike before it; an unchanged
+    one (the common case in CI) when that shot is its baseline's bytes. A first shot that is
+    neither still needs a second that agrees with it."""
     story = snapshot("example-button--primary")
     with (
         Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
@@ -440,6 +441,40 @@ def test_a_first_shot_that_is_the_baseline_settles_the_story_in_one_shot(
         alone = renderer.take(story)
         same = renderer.take(story, alone.sha256)
         other = renderer.take(story, "0" * 64)
-    assert alone.error is None and alone.settled and alone.shots == 2
+    assert alone.error is None and (alone.settled, alone.shots) == (True, 1)
     assert (same.png, same.settled, same.shots) == (alone.png, True, 1)
     assert (other.png, other.settled, other.shots) == (alone.png, True, 2)
+
+
+class _Restless(StoryRenderer):
+    """A renderer whose story, once rendered, changes its text on every message of a worker
+    (whose timers the page's held clock does not hold), in real time, for good."""
+
+    def _shoot(self, snapshot: StorySnapshot, baseline_sha256: str | None) -> Any:
+        assert self.page is not None
+        self.page.evaluate(
+            """() => {
+                const code = 'let n = 0; setInterval(() => postMessage(++n), 1)';
+                const worker = new Worker(URL.createObjectURL(new Blob([code])));
+                const root = document.querySelector('#storybook-root');
+                worker.onmessage = (event) => { root.textContent = String(event.data); };
+            }"""
+        )
+        self.page.wait_for_function("() => document.querySelector('#storybook-root').textContent")
+        return super()._shoot(snapshot, baseline_sha256)
+
+
+def test_a_story_that_never_stops_changing_is_shot_until_the_limit_and_kept_unsettled(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """Frames drawn with damage settle nothing: the shots are compared, and a story whose pixels
+    change between every two is kept as its last shot, marked as never settled."""
+    with (
+        Site(load(for_job(str(stored.artifacts)), stored.ref)) as site,
+        _Restless(site) as renderer,
+        capture_logs() as logs,
+    ):
+        restless = renderer.take(snapshot("example-button--primary"))
+    assert restless.error is None and restless.png is not None
+    assert (restless.settled, restless.shots) == (False, MAX_SHOTS)
+    assert any(entry["event"] == "story never settled" for entry in logs)

@@ -109,13 +109,13 @@ class _CrashDuringTheShot(StoryRenderer):
         super().__init__(site)
         self.doomed: ChildBrowser | None = browser
 
-    def _shot(self, snapshot: StorySnapshot) -> Any:
+    def _shot(self, snapshot: StorySnapshot, **options: Any) -> Any:
         if self.doomed is not None:
             for pid in self.doomed.renderer_pids():
                 os.kill(pid, signal.SIGSTOP)
             _later(0.5, self.doomed.kill_renderers)
             self.doomed = None
-        return super()._shot(snapshot)
+        return super()._shot(snapshot, **options)
 
 
 def test_a_renderer_that_crashes_at_the_shot_fails_its_story_at_once(
