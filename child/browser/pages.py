@@ -16,7 +16,10 @@ time is granted in budgets that the renderer spends as it likes while the networ
 busy, and it stalls Playwright's own waits, which run on the page's timers; the fake clock is
 script in the page, per context, and its `runFor` fires every timer due in a stretch of time,
 in order, before it returns (asked of it by the agent: `child.browser.hold.run_then`). A plan's
-page keeps timers running: it only reads parameters.
+page keeps timers running: it only reads parameters. So does a capture page loaded with no
+story (`clock_running`): the clock runs in real time while the preview loads, and is paused by
+the renderer before the first story is shown (`child.browser.render`), so that neither the load
+nor a plan read from that page waits on looks to move its timers.
 
 A capture page also draws only when the renderer asks (`begin_frames`): it is created with
 begin-frame control (`Target.createTarget(enableBeginFrameControl)`, adopted by Playwright as a
@@ -51,12 +54,14 @@ def open_page(
     viewport: Viewport | None = None,
     *,
     hold_time: bool = False,
+    clock_running: bool = False,
     begin_frames: bool = False,
 ) -> tuple[BrowserContext, Page]:
     """A new context and its page, ready to load the build; close the context when done.
 
-    With `hold_time`, the page's timers are paused from its first script on; with
-    `begin_frames`, it draws only the frames begun through its DevTools session."""
+    With `hold_time`, the page's timers are the fake clock's, paused from its first script on,
+    or with `clock_running`, running until `hold` pauses them; with `begin_frames`, the page
+    draws only the frames begun through its DevTools session."""
     size = viewport or default_viewport()
     context = browser.browser.new_context(
         viewport={"width": size["width"], "height": size["height"]},
@@ -78,10 +83,11 @@ def open_page(
     try:
         context.add_init_script(path=AGENT)
         if hold_time:
-            # In this order: a pause sets the clock's time anew and forgets a fixed one.
             context.clock.install(time=FROZEN_TIME)
-            context.clock.pause_at(FROZEN_TIME)
-        context.clock.set_fixed_time(FROZEN_TIME)
+        if hold_time and not clock_running:
+            hold(context)
+        else:
+            context.clock.set_fixed_time(FROZEN_TIME)
         page = (
             _frame_controlled_page(browser, context, size) if begin_frames else context.new_page()
         )
@@ -90,6 +96,14 @@ def open_page(
         context.close()
         raise
     return context, page
+
+
+def hold(context: BrowserContext) -> None:
+    """Pause the context's running clock where it is: `Date` stays at `FROZEN_TIME`, and the
+    timers move only as the renderer runs them. In this order: a pause sets the clock's time
+    anew and forgets a fixed one."""
+    context.clock.pause_at(FROZEN_TIME)
+    context.clock.set_fixed_time(FROZEN_TIME)
 
 
 def _frame_controlled_page(browser: ChildBrowser, context: BrowserContext, size: Viewport) -> Page:

@@ -134,21 +134,27 @@ def read_stories(
     site: Site,
     timeout: float = PREVIEW_TIMEOUT_SECONDS,
     beat: Callable[[], None] = lambda: None,
+    *,
+    page: Page | None = None,
+    look: Callable[[], None] = lambda: None,
 ) -> PreviewStories:
-    """Open a page of `browser` (the capture agent installed, a `RequestGuard` on its
-    requests), load the preview of the build `site` serves in it and extract it, all within
-    `timeout`: the watchdog ends the page (`ChildBrowser.rescue`) when it outlives it, and
-    beats for it meanwhile (opening a page and loading one block the thread that beats when
-    Chromium is slow to start a renderer). `beat` is the job's progress, also called every
-    `BEAT_SECONDS` of waiting."""
+    """Load the preview of the build `site` serves in `page`, or in a page of `browser` of its
+    own (the capture agent installed, a `RequestGuard` on its requests, closed after), and
+    extract it, all within `timeout`: the watchdog ends the page (`ChildBrowser.rescue`) when it
+    outlives it, and beats for it meanwhile (opening a page and loading one block the thread
+    that beats when Chromium is slow to start a renderer). `beat` is the job's progress, also
+    called every `BEAT_SECONDS` of waiting; `look` is called before each ask (a capture page,
+    which the child keeps for the build's shards, draws only the frames begun for it)."""
     late = f"the preview did not describe its stories in {timeout:g} s"
     with Watchdog(browser.rescue, beat=beat, last_resort=browser.last_resort) as watchdog:
         watchdog.arm(timeout, late)
-        context, page = open_page(browser, RequestGuard(site.origin))
+        context = None
+        if page is None:
+            context, page = open_page(browser, RequestGuard(site.origin))
         served = ServeFailures(site.origin)
         served.watch(page)
         try:
-            stories = _read(page, site.url("iframe.html"), timeout, beat)
+            stories = _read(page, site.url("iframe.html"), timeout, beat, look)
         except PreviewError as error:
             # Requests of a page the watchdog ended fail too: then only a wait on the store
             # is the host's; else any request the server failed is.
@@ -159,7 +165,8 @@ def read_stories(
                 raise PreviewError(late) from error
             raise
         finally:
-            context.close()
+            if context is not None:
+                context.close()
     # A file of the build the site could not give (the store down) can leave the preview
     # loaded without some of its stories: the host's trouble, for the job to be tried again.
     if (failure := served.take()) is not None:
@@ -167,26 +174,33 @@ def read_stories(
     return stories
 
 
-def _extract(page: Page, deadline: float, beat: Callable[[], None]) -> Any:
-    """The preview's answer to `EXTRACT`, waited for in slices of `BEAT_SECONDS`, with a beat
-    after each; `PlaywrightTimeout` once `deadline` passes."""
+#: How often the preview is asked whether it has described its stories (ms).
+POLL_MS = 20
+
+
+def _extract(
+    page: Page, deadline: float, beat: Callable[[], None], look: Callable[[], None]
+) -> Any:
+    """The preview's answer to `EXTRACT`, asked every `POLL_MS` after `look`, with a beat every
+    `BEAT_SECONDS` of waiting; `PlaywrightTimeout` once `deadline` passes."""
+    beaten = time.monotonic()
     while True:
-        slice_seconds = max(0.001, min(BEAT_SECONDS, deadline - time.monotonic()))
-        try:
-            handle = page.wait_for_function(
-                EXTRACT,
-                arg=[NO_PREVIEW_SECONDS * 1000, MAX_OBJECTS],
-                polling=50,
-                timeout=slice_seconds * 1000,
-            )
-            return handle.json_value()
-        except PlaywrightTimeout:
-            if time.monotonic() >= deadline:
-                raise
+        look()
+        answer = page.evaluate(EXTRACT, [NO_PREVIEW_SECONDS * 1000, MAX_OBJECTS])
+        if answer is not None:
+            return answer
+        now = time.monotonic()
+        if now >= deadline:
+            raise PlaywrightTimeout("the preview did not answer in time")
+        if now - beaten >= BEAT_SECONDS:
             beat()
+            beaten = now
+        page.wait_for_timeout(POLL_MS)
 
 
-def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> PreviewStories:
+def _read(
+    page: Page, url: str, timeout: float, beat: Callable[[], None], look: Callable[[], None]
+) -> PreviewStories:
     deadline = time.monotonic() + timeout
     try:
         response = page.goto(url, wait_until="commit", timeout=timeout * 1000)
@@ -197,7 +211,7 @@ def _read(page: Page, url: str, timeout: float, beat: Callable[[], None]) -> Pre
     if response is not None and response.status >= 400:
         raise PreviewError(f"the preview's page answered HTTP {response.status}")
     try:
-        answer = _extract(page, deadline, beat)
+        answer = _extract(page, deadline, beat, look)
     except PlaywrightTimeout:
         raise PreviewError(
             f"the preview did not describe its stories in {timeout:g} s{_errors(page)}"

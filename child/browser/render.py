@@ -60,7 +60,8 @@ from child.browser.errors import first_line
 from child.browser.frames import Box
 from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_then
 from child.browser.launch import ChildBrowser, child_browser
-from child.browser.pages import open_page
+from child.browser.pages import hold, open_page
+from child.browser.preview import PreviewStories, read_stories
 from child.browser.site import RequestGuard, ServeFailures, Site
 from child.browser.stopwatch import Phase, Stopwatch
 from child.browser.watchdog import BEAT_SECONDS, Watchdog
@@ -239,6 +240,9 @@ class StoryRenderer:
         self._last_activity = 0.0
         self._live: ChildBrowser | None = None
         self._watchdog = Watchdog(self._rescue, clock, beat, self._last_resort)
+        #: The page's clock runs in real time (a preview loaded with no story), until the first
+        #: story is shown.
+        self._clock_running = False
 
     @property
     def page(self) -> Page | None:
@@ -278,8 +282,10 @@ class StoryRenderer:
         child was told its build is coming: `ipc.messages.Warm`), so that the first story is
         switched to through the channel as every later one is, rather than costing a page load
         (about a second: measured 1.2-1.3 s for a story on a fresh page, 0.6 on one loaded
-        ahead). The page's clock runs meanwhile, as it would for a story before. True when the
-        page is ready; otherwise it is closed, and the first story loads it as usual."""
+        ahead). The page is a new one, whose clock runs in real time until the first story is
+        shown (`_hold_clock`): nothing waits on looks to move the preview's timers. True when
+        the page is ready; otherwise it is closed, and the first story loads it as usual."""
+        self._close_page()
         started = self._clock()
         deadline = started + PRELOAD_SECONDS
         browser = self._browser_of()
@@ -287,7 +293,7 @@ class StoryRenderer:
         self._serve_failures.take()
         self._watchdog.arm(PRELOAD_SECONDS, "the preview did not load ahead of its stories")
         try:
-            page = self._ensure_page(browser, viewport)
+            page = self._ensure_page(browser, viewport, clock_running=True)
             page.goto(
                 self.site.url("iframe.html"), wait_until="commit", timeout=PRELOAD_SECONDS * 1000
             )
@@ -297,7 +303,7 @@ class StoryRenderer:
                     raise PlaywrightTimeout("the preview was not ready in time")
                 self._beat_now()
                 page.wait_for_timeout(POLL_MS)
-                ready = self._agent("previewReady", run_ms=FRAME_MS if self._in_flight == 0 else 0)
+                ready = self._agent("previewReady")
         except PlaywrightError as error:
             log.info("could not load the preview ahead of its stories", error=first_line(error))
             self._close_page()
@@ -311,6 +317,28 @@ class StoryRenderer:
         self._shown = NO_STORY
         log.debug("preview loaded ahead of its stories", seconds=round(self._clock() - started, 3))
         return True
+
+    def read_stories(self, viewport: Viewport) -> PreviewStories:
+        """Load the build's preview in a new page with no story shown and read its stories as
+        a plan does (`child.browser.preview.read_stories`, whose errors it raises), a frame
+        begun at each ask; the page is then ready for the build's first story, as after
+        `preload`, with every story file imported. Its clock runs until that story."""
+        self._close_page()
+        browser = self._browser_of()
+        self._live = browser
+        self._watchdog.arm(PRELOAD_SECONDS, "the browser did not open a page")
+        try:
+            page = self._ensure_page(browser, viewport, clock_running=True)
+        finally:
+            self._watchdog.disarm()
+        devtools = self._devtools
+        assert devtools is not None, "a page is open"
+        stories = read_stories(
+            browser, self.site, beat=self._beat_now, page=page,
+            look=lambda: frames.advance(devtools),
+        )  # fmt: skip
+        self._shown = NO_STORY
+        return stories
 
     def _attempt(
         self, snapshot: StorySnapshot, baseline_sha256: str | None
@@ -374,6 +402,7 @@ class StoryRenderer:
         lap = self._watch.lap
         try:
             page = self._ensure_page(browser, snapshot["viewport"])
+            self._hold_clock()
             self._emulate(page, snapshot["media"])
             self._pace_animations(snapshot["pause_animation_at_end"])
             lap("page")
@@ -445,13 +474,19 @@ class StoryRenderer:
                 step = min(2 * step, MAX_STEP_MS)
             outcome = self._agent("outcome", run_ms=run_ms)  # the run and the look: one call
 
-    def _ensure_page(self, browser: ChildBrowser, viewport: Viewport) -> Page:
+    def _ensure_page(
+        self, browser: ChildBrowser, viewport: Viewport, *, clock_running: bool = False
+    ) -> Page:
+        """The open page at `viewport`, or a new one; a new one's clock is held from its
+        first script on, or with `clock_running` runs until `_hold_clock`."""
         if self._page is not None and (self._crashed or self._browser is not browser):
             self._close_page()
         if self._page is None:
             self._context, self._page = open_page(
-                browser, self.guard, viewport, hold_time=True, begin_frames=True
-            )
+                browser, self.guard, viewport,
+                hold_time=True, clock_running=clock_running, begin_frames=True,
+            )  # fmt: skip
+            self._clock_running = clock_running
             self._devtools = self._context.new_cdp_session(self._page)
             self._browser = browser
             self._viewport = viewport
@@ -470,6 +505,13 @@ class StoryRenderer:
             frames.resize(self._devtools, viewport["width"], viewport["height"])
             self._viewport = viewport
         return self._page
+
+    def _hold_clock(self) -> None:
+        """Pause the clock of a page loaded with its clock running, before its first story."""
+        if self._clock_running:
+            assert self._context is not None, "a page is open"
+            hold(self._context)
+            self._clock_running = False
 
     def _emulate(self, page: Page, media: Media) -> None:
         """The media features the story asks for, set only when they change."""

@@ -12,7 +12,8 @@ of its own is swapped in: its beat, and its artifacts, which the build's server 
 
 A child told that a build is coming (`ipc.messages.Warm`, while another child plans it) opens
 the build's page ahead of its first capture job (`preload`): the preview loaded, no story shown,
-kept exactly as a capture job's page is.
+kept exactly as a capture job's page is. The child that plans the build reads its stories from
+such a page too (`read_stories`), which it then keeps for its own first shard.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser, child_browser
+from child.browser.preview import PreviewStories
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
 from child.storybook.stored import StoredBuild, load
@@ -94,6 +96,17 @@ def preload(build: dict[str, Any], beat: Callable[[], None]) -> bool:
     stored = load(for_job(build["artifacts"], beat), build["storybook"])
     with build_page(build, stored, browser, beat) as renderer:
         return renderer.preload(default_viewport())
+
+
+def read_stories(
+    payload: dict[str, Any], build: StoredBuild, browser: ChildBrowser, beat: Callable[[], None]
+) -> PreviewStories:
+    """The stories of `payload`'s build (a plan's), read in a new page that is then kept for
+    the child's first capture job of the build, as `preload` keeps one: the plan's page load is
+    its first shard's. Raises as `child.browser.preview.read_stories` does, the page closed."""
+    close()
+    with build_page(payload, build, browser, beat) as renderer:
+        return renderer.read_stories(default_viewport())
 
 
 def close() -> None:

@@ -3,7 +3,9 @@
 The index (`index.json`, v4 and v5, or Storybook 6's `stories.json` v3) lists the entries; the
 preview, loaded once in the child's browser, gives every story's parameters, tags and globals
 (`child.browser.preview`); `plan_snapshots` turns both into snapshots, dropping docs entries and
-the stories that opt out. A build that cannot be planned (no index, an index that is not
+the stories that opt out. The preview is read in the page the child then keeps for its first
+shard of the build (`child.storybook.kept.read_stories`): the plan's load is that shard's, and
+its stories' files are imported already. A build that cannot be planned (no index, an index that is not
 Storybook's, a preview that does not load) is a `PlanResult` whose `error` says why in the
 browser's words: the parent fails the build with it. Only trouble of the host's making (no
 browser, no resources, a store that does not answer, whether the manifest's read or a file the
@@ -22,8 +24,8 @@ from playwright.sync_api import Error as PlaywrightError
 from child.artifacts.access import for_job
 from child.browser.errors import first_line
 from child.browser.launch import child_browser
-from child.browser.preview import PreviewError, read_stories
-from child.browser.site import Site
+from child.browser.preview import PreviewError
+from child.storybook import kept
 from child.storybook.parameters import plan_snapshots
 from child.storybook.stored import StoredBuild, StorybookProblem, load
 from child.worker.handler import Progress
@@ -49,19 +51,18 @@ def run(payload: dict[str, Any], progress: Progress) -> PlanResult:
     def beat() -> None:
         progress({"entries": len(entries), "waiting": True})
 
-    with Site(build) as site:
-        browser = child_browser(beat)
-        progress({"entries": len(entries), "browser": True})
-        refused = RefusedForks()  # a page that crashed while forks were refused: not the build's
-        try:
-            described = read_stories(browser, site, beat=beat)
-        except PreviewError as error:
-            refused.blame(f"the Storybook preview did not load: {error}")
-            log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
-            return _failed(f"the Storybook preview did not load: {error}")
-        except PlaywrightError as error:
-            refused.blame(f"the Storybook preview did not load: {first_line(error)}")
-            raise
+    browser = child_browser(beat)
+    progress({"entries": len(entries), "browser": True})
+    refused = RefusedForks()  # a page that crashed while forks were refused: not the build's
+    try:
+        described = kept.read_stories(payload, build, browser, beat)
+    except PreviewError as error:
+        refused.blame(f"the Storybook preview did not load: {error}")
+        log.info("preview did not load", build_id=payload.get("build_id"), error=str(error))
+        return _failed(f"the Storybook preview did not load: {error}")
+    except PlaywrightError as error:
+        refused.blame(f"the Storybook preview did not load: {first_line(error)}")
+        raise
     progress({"entries": len(entries), "stories": len(described.stories)})
     result = plan_snapshots(entries, described.stories, described.initial_globals)
     log.info(

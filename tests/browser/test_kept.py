@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from child.browser.launch import ChildBrowser
-from child.storybook import capture, kept
+from child.storybook import capture, kept, plan
 from tests.browser.conftest import Stored, capture_payload, snapshot
 
 STORIES = ("example-button--primary", "example-button--secondary")
@@ -88,6 +88,60 @@ def test_a_page_loaded_ahead_is_the_first_shards_page_with_the_same_pixels(
     assert page is not None and page.url.endswith("/iframe.html")
     assert run(stored, build_id=1) == fresh
     assert kept_page() is page
+
+
+def test_a_plans_page_is_the_first_shards_page_with_the_same_pixels(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """The child that plans a build reads its stories in the page it keeps for the build (its
+    clock running until the first story): its first capture job of the build switches to its
+    first story on that page, and the bytes are those of a story captured on a page of its own.
+    """
+    kept.close()
+    fresh = run(stored, build_id=2)
+    planned = plan.run(plan_payload(stored, build_id=1), lambda _: None)
+    assert planned["error"] is None and planned["snapshots"]
+    page = kept_page()
+    assert page is not None and page.url.endswith("/iframe.html")
+    assert run(stored, build_id=1) == fresh
+    assert kept_page() is page
+
+
+def test_the_clock_that_ran_while_the_plan_read_is_held_from_the_first_story(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """A plan's page keeps its timers running while the preview loads (nothing waits on looks
+    to move them); from the first story shown on it, the page's time moves only when the
+    renderer runs it, as on a page held from its start."""
+    kept.close()
+    assert plan.run(plan_payload(stored, build_id=1), lambda _: None)["error"] is None
+    page = kept_page()
+    now = "() => performance.now()"
+    before = page.evaluate(now)
+    page.wait_for_timeout(100)
+    assert page.evaluate(now) > before  # running while nothing is shown
+    run(stored, build_id=1)
+    assert kept_page() is page
+    held = page.evaluate(now)
+    page.wait_for_timeout(100)
+    assert page.evaluate(now) == held
+
+
+def test_a_plan_whose_preview_fails_keeps_no_page(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """A preview that cannot say its stories fails the plan in the browser's words, and leaves
+    the child no page of the build to capture on."""
+
+    def throws(folder: Any) -> None:
+        (folder / "iframe.html").write_text(
+            "<!doctype html><script>throw new Error('no preview today')</script>"
+        )
+
+    kept.close()
+    planned = plan.run(plan_payload(store_variant(throws), build_id=4), lambda _: None)
+    assert planned["error"] is not None and "no preview today" in planned["error"]
+    assert kept._kept is None
 
 
 def test_a_page_loaded_ahead_for_another_build_is_closed_by_the_next_job(
