@@ -4,12 +4,13 @@ shots taken from them.
 A frame is begun through the page's DevTools session (`HeadlessExperimental.beginFrame`): a look
 at a story still rendering begins one without drawing (`advance`), so that what runs on the
 page's frames (layout, resize and intersection observers, the animations' timeline) goes on as
-it would at 60 Hz; a shot begins one that is drawn and read back (`shoot`). A begun frame is the
-whole viewport, as the browser encodes it fastest: the child cuts the shot's area out of its
-pixels and encodes the PNG it keeps itself (`Pixels.png`), once a story's shots agree, so the
-shots in between are compared as pixels and never encoded. An area past the viewport (a whole
-page, a root taller than the viewport) is drawn with the viewport stretched over it for that
-frame, as `Page.captureScreenshot`'s `captureBeyondViewport` does.
+it would at 60 Hz; a shot begins one that is drawn and read back (`shoot`). A shot's frame
+draws the shot's area alone (the viewport's visible part set to it, unseen by the page), and
+the browser encodes it fastest: the child decodes its pixels and encodes the PNG it keeps
+itself (`Pixels.png`), once a story's shots agree, so the shots in between are compared as
+pixels and never encoded. An area past the viewport (a whole page, a root taller than the
+viewport) is drawn with the viewport stretched over it for that frame, as
+`Page.captureScreenshot`'s `captureBeyondViewport` does.
 """
 
 from __future__ import annotations
@@ -92,30 +93,43 @@ def resize(devtools: CDPSession, width: int, height: int) -> None:
     """The page's viewport, in CSS pixels at scale 1, taken up at the next frame (begun here).
     Playwright's `set_viewport_size` waits for a frame that a page drawing only when asked
     never draws of itself."""
-    devtools.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-    )
+    _metrics(devtools, (width, height))
     advance(devtools)
 
 
+def _metrics(devtools: CDPSession, size: tuple[int, int], visible: Box | None = None) -> None:
+    """The viewport's size, and with `visible` the part of the page (its coordinates) that a
+    frame draws: that part alone is drawn, read back and encoded, and the page does not see it
+    (nothing lays out anew, nothing moves), as `Page.captureScreenshot`'s clip does."""
+    metrics: dict[str, Any] = {
+        "width": size[0], "height": size[1], "deviceScaleFactor": 1, "mobile": False,
+    }  # fmt: skip
+    if visible is not None:
+        left, top, width, height = visible
+        metrics["viewport"] = {"x": left, "y": top, "width": width, "height": height, "scale": 1}
+    devtools.send("Emulation.setDeviceMetricsOverride", metrics)
+
+
 def shoot(
-    devtools: CDPSession, area: Box, scroll: tuple[int, int], viewport: tuple[int, int],
-    beyond: tuple[int, int] | None,
-) -> Pixels:  # fmt: skip
-    """The pixels of `area` (page coordinates) in a frame begun now; `scroll` is where the
-    viewport (`viewport`: its width and height) is scrolled to. With `beyond` (the page's width
-    and height), the frame is drawn with the viewport stretched over the whole page, and put
-    back after."""
-    left, top, width, height = area
+    devtools: CDPSession, area: Box, viewport: tuple[int, int], beyond: tuple[int, int] | None
+) -> Pixels:
+    """The pixels of `area` (page coordinates) in a frame begun now, which draws that area
+    alone; `viewport` is the viewport's width and height. With `beyond` (the page's width and
+    height), the frame is drawn with the viewport stretched over the whole page, and put back
+    after."""
     if beyond is not None:
         resize(devtools, *beyond)
-        scroll = (0, 0)
+    _metrics(devtools, beyond or viewport, visible=area)
     try:
         data = _drawn(devtools)
     finally:
         if beyond is not None:
             resize(devtools, *viewport)
+        else:
+            _metrics(devtools, viewport)
     drawn = pyvips.Image.new_from_buffer(base64.b64decode(data), "")
-    cut = drawn.crop(left - scroll[0], top - scroll[1], width, height)
-    return Pixels(cut.write_to_memory(), width, height, cut.bands)
+    if (drawn.width, drawn.height) != area[2:]:
+        raise NotDrawn(
+            f"the frame drawn is {drawn.width}x{drawn.height}, not the {area[2]}x{area[3]} asked"
+        )
+    return Pixels(drawn.write_to_memory(), drawn.width, drawn.height, drawn.bands)

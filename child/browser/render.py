@@ -596,7 +596,6 @@ class StoryRenderer:
             pixels = frames.shoot(
                 self._devtools,
                 area,
-                (view["scroll"][0], view["scroll"][1]),
                 (viewport["width"], viewport["height"]),
                 (page_width, page_height) if beyond else None,
             )
