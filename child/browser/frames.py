@@ -16,6 +16,8 @@ viewport) is drawn with the viewport stretched over it for that frame, as
 from __future__ import annotations
 
 import base64
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,14 +51,20 @@ class Pixels:
         return encoded
 
 
-#: How many frames a shot may begin before one is drawn: the first after a resize is not (its
-#: surface is being made at the new size).
-MAX_FRAMES_A_SHOT = 5
+#: How many frames a shot may begin before one is drawn: the first after the viewport or its
+#: visible part changes is not (its surface is being made at the new size), and on a loaded
+#: machine the renderer may take a while to make it. The first few are begun back to back,
+#: the rest `FRAME_WAIT_SECONDS` apart (a second in all).
+MAX_FRAMES_A_SHOT = 50
+BACK_TO_BACK_FRAMES = 3
+FRAME_WAIT_SECONDS = 0.02
 
 
-def _drawn(devtools: CDPSession) -> str:
+def _drawn(devtools: CDPSession, sleep: Callable[[float], None] = time.sleep) -> str:
     """The screenshot of the first frame begun that is drawn (base64 PNG)."""
-    for _ in range(MAX_FRAMES_A_SHOT):
+    for begun in range(MAX_FRAMES_A_SHOT):
+        if begun >= BACK_TO_BACK_FRAMES:
+            sleep(FRAME_WAIT_SECONDS)
         frame: dict[str, Any] = devtools.send(
             "HeadlessExperimental.beginFrame",
             {"screenshot": {"format": "png", "optimizeForSpeed": True}},
@@ -83,10 +91,12 @@ def still(devtools: CDPSession) -> bool:
     one before it, pixel for pixel, and the page is as still as two shots that agree would show,
     for the price of two frames drawn and none read back. A frame with damage says nothing (a
     page may redraw the same pixels): the shots are then compared as before. A shot's own frame
-    always reports damage (the read-back redraws), so it cannot be one of the two."""
-    devtools.send("HeadlessExperimental.beginFrame", {})
-    frame: dict[str, Any] = devtools.send("HeadlessExperimental.beginFrame", {})
-    return frame.get("hasDamage") is False
+    always reports damage (the read-back redraws), so it cannot be one of the two. The first of
+    the two must have drawn (damage): a frame not drawn at all (its surface not made yet, after
+    the viewport changed) reports none either, and says nothing."""
+    first: dict[str, Any] = devtools.send("HeadlessExperimental.beginFrame", {})
+    second: dict[str, Any] = devtools.send("HeadlessExperimental.beginFrame", {})
+    return first.get("hasDamage") is True and second.get("hasDamage") is False
 
 
 def resize(devtools: CDPSession, width: int, height: int) -> None:
