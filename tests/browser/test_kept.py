@@ -4,6 +4,7 @@ Anything else gets a page of its own: another build, and the job after one that 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -74,33 +75,27 @@ def plan_payload(stored: Stored, build_id: int = 1) -> dict[str, Any]:
     return {"artifacts": str(stored.artifacts), "build_id": build_id, "storybook": stored.ref}
 
 
+def _preloaded(stored: Stored, build_id: int) -> bool:
+    return kept.preload(plan_payload(stored, build_id), lambda: None)
+
+
+def _planned(stored: Stored, build_id: int) -> bool:
+    planned = plan.run(plan_payload(stored, build_id), lambda _: None)
+    return planned["error"] is None and bool(planned["snapshots"])
+
+
+@pytest.mark.parametrize("load", [_preloaded, _planned], ids=["told-it-is-coming", "planned"])
 def test_a_page_loaded_ahead_is_the_first_shards_page_with_the_same_pixels(
-    browser: ChildBrowser, stored: Stored
+    browser: ChildBrowser, stored: Stored, load: Callable[[Stored, int], bool]
 ) -> None:
-    """A child told its build is coming loads the preview with no story shown; the build's
-    first capture job switches to its first story through the channel on that page, and the
-    bytes are those of a story captured on a page of its own."""
+    """A child told its build is coming loads the preview with no story shown, and the child
+    that plans a build reads its stories in such a page (its clock running until the first
+    story); the build's first capture job in that child switches to its first story through
+    the channel on that page, and the bytes are those of a story captured on a page of its own."""
     kept.close()
     fresh = run(stored, build_id=2)
     kept.close()
-    assert kept.preload(plan_payload(stored, build_id=1), lambda: None)
-    page = kept_page()
-    assert page is not None and page.url.endswith("/iframe.html")
-    assert run(stored, build_id=1) == fresh
-    assert kept_page() is page
-
-
-def test_a_plans_page_is_the_first_shards_page_with_the_same_pixels(
-    browser: ChildBrowser, stored: Stored
-) -> None:
-    """The child that plans a build reads its stories in the page it keeps for the build (its
-    clock running until the first story): its first capture job of the build switches to its
-    first story on that page, and the bytes are those of a story captured on a page of its own.
-    """
-    kept.close()
-    fresh = run(stored, build_id=2)
-    planned = plan.run(plan_payload(stored, build_id=1), lambda _: None)
-    assert planned["error"] is None and planned["snapshots"]
+    assert load(stored, 1)
     page = kept_page()
     assert page is not None and page.url.endswith("/iframe.html")
     assert run(stored, build_id=1) == fresh
