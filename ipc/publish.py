@@ -79,9 +79,17 @@ def _digested(name: str, room: int) -> str:
     return f"{beginning}{DIGEST_MARK}{digest}"
 
 
+def _folder(name: str) -> str:
+    """`name` as a folder's name of a key: as `_segment`, but never ending as a page's name
+    does (a project `build-5.html` beside an older store's page `reports/build-5.html`, a
+    branch part `x.html` beside the pointer `x.html`): such a name is shortened with its digest,
+    whatever its length."""
+    return _digested(name, NAME_BYTES) if name.endswith(POINTER_SUFFIX) else _segment(name)
+
+
 def project_reports(project: str) -> str:
     """The folder of `project`'s reports."""
-    return f"{REPORTS_PREFIX}/{_segment(project)}"
+    return f"{REPORTS_PREFIX}/{_folder(project)}"
 
 
 def report_folder(project: str, build_id: int) -> str:
@@ -101,10 +109,7 @@ def _branch_path(branch: str) -> list[str]:
     pointer's name (`x.html/y` beside `x`): such a part is shortened, whatever its length."""
     parts = branch.split("/")
     if all(parts):
-        names = [
-            _digested(part, NAME_BYTES) if part.endswith(POINTER_SUFFIX) else _segment(part)
-            for part in parts[:-1]
-        ]
+        names = [_folder(part) for part in parts[:-1]]
         names.append(_segment(parts[-1], POINTER_SUFFIX))
         if len("/".join(names)) <= BRANCH_BYTES:
             return names

@@ -68,6 +68,14 @@ def test_ordinary_branches_keep_their_readable_place() -> None:
     assert pointer_target("feature/login", 12) == "../../12/index.html"
 
 
+def test_a_project_named_as_a_page_gets_a_folder_no_page_can_stand_in_the_way_of() -> None:
+    """A project `build-5.html` beside an older store's page `reports/build-5.html`."""
+    for project in ("build-5.html", ".html"):
+        folder = latest_pointer(project, "main").split("/")[1]
+        assert not folder.endswith(POINTER_SUFFIX)
+        assert folder.startswith(project.removesuffix(POINTER_SUFFIX)[:3])
+
+
 def test_a_long_branch_keeps_its_readable_beginning() -> None:
     """43 two-byte characters pass 255 bytes once quoted; 256 ASCII ones pass it as they are."""
     for branch in ("é" * 43, "a" * 256, "feature/" + "ü" * 200, "/".join(["team"] * 120)):
