@@ -1,9 +1,10 @@
 """Render one story after another in one page, and take each one's screenshot.
 
 The page loads the build's `iframe.html` once, at its first story (or before it, with no story,
-when the child is told its build is coming: `preload`); every later story is switched to through
-Storybook's channel (`setCurrentStory`, or `forceRemount` to render the same story again at
-another size), which costs a render, not a page load. Each story then goes through:
+when the child is told its build is coming: `preload`, or plans it: `read_stories`); every
+later story is switched to through Storybook's channel (`setCurrentStory`, or `forceRemount` to
+render the same story again at another size), which costs a render, not a page load. Each
+story then goes through:
 
 1. Storybook's render-finished event: `storyFinished` (Storybook 8.4 and later), else
    `storyRendered`; Storybook runs the play function before either, so a story is captured
@@ -24,10 +25,10 @@ another size), which costs a render, not a page load. Each story then goes throu
    until the first one's PNG is the story's baseline's, byte for byte: those bytes were already
    taken once and kept as the accepted image, so a second shot could only agree with them (an
    unchanged story, the common case in CI, costs one shot). A story with no baseline costs one
-   shot too when the page drew the two frames before it alike (`frames.still`). A shot covers the story root's box
-   unless the story asks for the viewport or the whole page. The page draws only the frames the
-   renderer begins (`child.browser.frames`): a look at a story still rendering begins one, and
-   a shot is the frame begun for it, drawn at once.
+   shot too when the page drew the two frames before it alike (`frames.still`). A shot covers
+   the story root's box unless the story asks for the viewport or the whole page. The page
+   draws only the frames the renderer begins (`child.browser.frames`): a look at a story still
+   rendering begins one, and a shot is the frame begun for it, drawn at once.
 
 Deadlines are kept by a watchdog (`child.browser.watchdog`): Playwright's own timeouts do not
 fire on a page whose main thread hangs, so at the deadline the renderers are killed and the

@@ -5,9 +5,9 @@ preview, loaded once in the child's browser, gives every story's parameters, tag
 (`child.browser.preview`); `plan_snapshots` turns both into snapshots, dropping docs entries and
 the stories that opt out. The preview is read in the page the child then keeps for its first
 shard of the build (`child.storybook.kept.read_stories`): the plan's load is that shard's, and
-its stories' files are imported already. A build that cannot be planned (no index, an index that is not
-Storybook's, a preview that does not load) is a `PlanResult` whose `error` says why in the
-browser's words: the parent fails the build with it. Only trouble of the host's making (no
+its stories' files are imported already. A build that cannot be planned (no index, an index
+that is not Storybook's, a preview that does not load) is a `PlanResult` whose `error` says why
+in the browser's words: the parent fails the build with it. Only trouble of the host's making (no
 browser, no resources, a store that does not answer, whether the manifest's read or a file the
 preview asked the child's server for: `ServeFailed`) raises, so that the job is tried again.
 
