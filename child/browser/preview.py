@@ -33,7 +33,7 @@ from child.browser.errors import first_line
 from child.browser.launch import ChildBrowser
 from child.browser.pages import open_page
 from child.browser.site import RequestGuard, ServeFailures, Site
-from child.browser.watchdog import BEAT_SECONDS, Watchdog
+from child.browser.watchdog import BEAT_SECONDS, POLL_MS, Watchdog
 
 #: How long a preview may take to load and describe its stories.
 PREVIEW_TIMEOUT_SECONDS = 30.0
@@ -172,10 +172,6 @@ def read_stories(
     if (failure := served.take()) is not None:
         raise failure
     return stories
-
-
-#: How often the preview is asked whether it has described its stories (ms).
-POLL_MS = 20
 
 
 def _extract(

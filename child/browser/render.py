@@ -65,7 +65,7 @@ from child.browser.pages import hold, open_page
 from child.browser.preview import PreviewStories, read_stories
 from child.browser.site import RequestGuard, ServeFailures, Site
 from child.browser.stopwatch import Phase, Stopwatch
-from child.browser.watchdog import BEAT_SECONDS, Watchdog
+from child.browser.watchdog import BEAT_SECONDS, POLL_MS, Watchdog
 from child.worker.resources import RefusedForks
 from ipc.storybook import (
     DEFAULT_IGNORE_SELECTORS,
@@ -85,8 +85,6 @@ log = structlog.get_logger(__name__)
 QUIET_SECONDS = 0.1
 #: How long the shots of one story may take.
 SHOTS_SECONDS = 10.0
-#: How often a wait on the page looks again, in milliseconds.
-POLL_MS = 20
 #: The most the page's clock runs at one look at a story still rendering (`_await_outcome`).
 MAX_STEP_MS = 256
 #: How many times faster than real time a story's CSS animations, transitions and Web

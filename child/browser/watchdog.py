@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 #: that the parent's stall watchdog sees a child waiting on its browser alive. A hung page gives
 #: no beat; this module's watchdog ends it.
 BEAT_SECONDS = 1.0
+#: How often a wait on a page (a story, a preview) looks again, in milliseconds.
+POLL_MS = 20
 #: How long after its rescue a deadline's call may still block before the last resort: within
 #: the shortest stall time a host is run with (the soak's 6 s), so that the child is not killed
 #: as hung while a second rescue can still free it.

@@ -53,9 +53,10 @@ def _lacks_resources(error: Exception) -> bool:
 
 def configure_libvips(threads: int) -> None:
     """libvips in this child: the worker threads it may use, so that children x threads fits
-    the CPUs; and no cache of operations: libvips keeps the last 100 (up to 100 MB of their pixels) for
-    one asked again with the same arguments, which a child never does (each shot, each diff is
-    of new pixels), and a capture's decoded frames kept a slot 50 MiB above its peak."""
+    the CPUs; and no cache of operations: libvips keeps the last 100 (up to 100 MB of their
+    pixels) for one asked again with the same arguments, which a child never does (each shot,
+    each diff is of new pixels), and a capture's decoded frames kept a slot 50 MiB above its
+    peak."""
     import pyvips
 
     pyvips.concurrency_set(max(1, threads))

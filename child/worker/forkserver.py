@@ -58,7 +58,7 @@ def serve_ahead(control: socket.socket, supervisor_pid: int) -> NoReturn:
         os._exit(0)  # the parent did not start a host after all
     os.environ.clear()
     os.environ.update(settings["environment"])
-    _single_threaded()
+    _single_threaded()  # again: the parent's environment replaced the one `_detach` set
     configure(settings["log_level"], json=settings["json_logs"])
     _serve(control, supervisor_pid, handlers)
 
