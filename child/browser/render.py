@@ -107,6 +107,10 @@ ERROR_SETTLE_SECONDS = 1.0
 PRELOAD_SECONDS = 5.0
 #: What `_shown` holds for a page whose preview is loaded with no story shown yet.
 NO_STORY = ""
+#: The accessibility addon's automatic checks off in a page loaded for a story, as the agent
+#: turns them off in a page it switches (`agent.js`, `withoutAutomaticChecks`, which says why);
+#: a preview without the addon's global leaves the parameter alone.
+NO_AUTOMATIC_CHECKS = "globals=a11y.manual:!true"
 
 #: How a story is brought into the page: switched to through Storybook's channel, or by
 #: loading the page again (what a Storybook without a reachable channel gets).
@@ -540,7 +544,9 @@ class StoryRenderer:
         if switchable and not self._switch_to(story_id, globals_):
             return
         self._shown = None
-        url = self.site.url(f"iframe.html?id={quote(story_id)}&viewMode=story")
+        url = self.site.url(
+            f"iframe.html?id={quote(story_id)}&viewMode=story&{NO_AUTOMATIC_CHECKS}"
+        )
         page.goto(url, wait_until="commit", timeout=self._remaining_ms(deadline))
         self._shown = story_id
         if globals_:
