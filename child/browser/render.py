@@ -285,28 +285,29 @@ class StoryRenderer:
         child was told its build is coming: `ipc.messages.Warm`), so that the first story is
         switched to through the channel as every later one is, rather than costing a page load
         (about a second: measured 1.2-1.3 s for a story on a fresh page, 0.6 on one loaded
-        ahead). The page is a new one, whose clock runs in real time until the first story is
-        shown (`_hold_clock`): nothing waits on looks to move the preview's timers. True when
-        the page is ready; otherwise it is closed, and the first story loads it as usual."""
+        ahead), and every story file imported (the agent's `storiesImported` says why), as far
+        as `PRELOAD_SECONDS` allow: past them, the files not imported yet are imported as
+        their stories come. The page is a new one, whose clock runs in real time until the
+        first story is shown (`_hold_clock`): nothing waits on looks to move the preview's
+        timers. True when the page is ready; otherwise it is closed, and the first story loads
+        it as usual."""
         self._close_page()
         started = self._clock()
         deadline = started + PRELOAD_SECONDS
         browser = self._browser_of()
         self._live = browser
         self._serve_failures.take()
-        self._watchdog.arm(PRELOAD_SECONDS, "the preview did not load ahead of its stories")
+        # A look's margin past the deadline: the loops below end at it, the watchdog only ends
+        # a page that stopped answering.
+        self._watchdog.arm(PRELOAD_SECONDS + 1.0, "the preview did not load ahead of its stories")
         try:
             page = self._ensure_page(browser, viewport, clock_running=True)
             page.goto(
                 self.site.url("iframe.html"), wait_until="commit", timeout=PRELOAD_SECONDS * 1000
             )
-            ready = self._agent("previewReady")
-            while not ready:
-                if self._clock() >= deadline:
-                    raise PlaywrightTimeout("the preview was not ready in time")
-                self._beat_now()
-                page.wait_for_timeout(POLL_MS)
-                ready = self._agent("previewReady")
+            if not self._until(page, "previewReady", deadline):
+                raise PlaywrightTimeout("the preview was not ready in time")
+            imported = self._until(page, "storiesImported", deadline)
         except PlaywrightError as error:
             log.info("could not load the preview ahead of its stories", error=first_line(error))
             self._close_page()
@@ -318,7 +319,11 @@ class StoryRenderer:
             self._close_page()
             return False
         self._shown = NO_STORY
-        log.debug("preview loaded ahead of its stories", seconds=round(self._clock() - started, 3))
+        log.debug(
+            "preview loaded ahead of its stories",
+            seconds=round(self._clock() - started, 3),
+            stories_imported=imported,
+        )
         return True
 
     def read_stories(self, viewport: Viewport) -> PreviewStories:
@@ -683,6 +688,16 @@ class StoryRenderer:
             assert self._devtools is not None, "a page is open"
             frames.advance(self._devtools)
         return run_then(self._page, run_ms, method, *args)
+
+    def _until(self, page: Page, method: str, deadline: float) -> bool:
+        """Whether the agent's `method` said yes by `deadline`, asked every `POLL_MS` (a frame
+        begun at each ask of a look), with a beat every `BEAT_SECONDS` of waiting."""
+        while not self._agent(method):
+            if self._clock() >= deadline:
+                return False
+            self._beat_now()
+            page.wait_for_timeout(POLL_MS)
+        return True
 
     def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
         """The first truthy value of `predicate` in the page, looked at every `POLL_MS`, with a

@@ -164,3 +164,47 @@ def test_a_preview_that_is_never_ready_is_not_kept_and_the_first_story_loads_it(
     kept.close()
     assert not kept.preload(plan_payload(broken, build_id=3), lambda: None)
     assert kept._kept is not None and kept._kept.renderer.page is None
+
+
+def test_a_page_loaded_ahead_imported_every_story_file_and_its_stories_request_none(
+    browser: ChildBrowser, stored: Stored
+) -> None:
+    """A page loaded ahead imports the build's story files one after another before it says it
+    is ready: a story shown on it then waits on no file (and no quiet window after one), from
+    whichever file it comes."""
+    kept.close()
+    assert _preloaded(stored, 1)
+    page = kept_page()
+    scripts: list[str] = []
+    page.on(
+        "request", lambda request: scripts.append(request.url) if ".js" in request.url else None
+    )
+    shots = [snapshot("example-card--with-text"), snapshot("example-font--web-font")]
+    results = capture.run(capture_payload(stored, shots), lambda _: None)["snapshots"]
+    assert [r["status"] for r in results] == ["new", "new"], results
+    assert kept_page() is page
+    assert scripts == []
+
+
+def test_a_story_file_that_throws_on_import_fails_its_stories_and_not_the_page_loaded_ahead(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """The import ahead goes past a story file that throws as it is evaluated: the page is
+    ready, the file's story fails as it does on a page of its own, the next story is captured."""
+
+    def card_throws(folder: Any) -> None:
+        (chunk,) = (folder / "assets").glob("Card.stories-*.js")
+        chunk.write_text("throw new Error('Card file threw on import');\n")
+
+    broken = store_variant(card_throws)
+    shots = [snapshot("example-card--with-text"), snapshot("example-button--primary")]
+    payload = capture_payload(broken, shots)
+    payload["build_id"] = 4
+    kept.close()
+    alone = capture.run(payload, lambda _: None)["snapshots"]
+    kept.close()
+    assert _preloaded(broken, 4)
+    results = capture.run(payload, lambda _: None)["snapshots"]
+    assert [r["status"] for r in results] == ["failed", "new"], results
+    assert results[0]["error"] == alone[0]["error"]
+    assert results[1]["sha256"] == alone[1]["sha256"]
