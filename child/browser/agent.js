@@ -93,9 +93,9 @@
   let hooked = null;
   // 'none', 'waiting' or 'ready' (or 'failed'): the preview's initialisation (`previewReady`).
   let previewState = 'none';
-  // The import of every story file (`storiesImported`): null until started, then false, then
-  // true once done.
-  let imported = null;
+  // What a page loaded ahead of its stories loads before the first (`loadedAhead`): null until
+  // started, then false, then true once done.
+  let loaded = null;
   const hook = (value) => {
     if (!value || hooked === value || typeof value.on !== 'function') return;
     hooked = value;
@@ -219,6 +219,51 @@
     return views().filter((view) => view.__pwClock).map((view) => view.__pwClock.controller);
   };
 
+  // Every story file of the build imported, one after another in the index's order, and the
+  // fonts the page's styles declare for Latin text loaded: what a page loaded ahead of its
+  // stories loads before the first. A page imports a story's file when it first shows one of
+  // its stories, and a font when a story first uses it, and each such request then costs that
+  // story a quiet window (sanity-ui-sb7: 130-280 ms for a story that loaded a file or a font,
+  // against 30). The files one after another, not all at once as Storybook's
+  // `cacheAllCSFFiles` does (the plan's page, through `extract()`): a file that adds styles or
+  // registers components as it is evaluated then leaves the same page whichever shard the
+  // child takes and whichever file arrives first (all at once, shoelace-sb65's icon gallery
+  // differed from run to run). A file that fails to import is left to fail its own stories, as
+  // it would when shown (the browser keeps its error for every import of it); a font that
+  // fails, to fail as it would. Fonts only for Latin text: a font cut into a hundred
+  // unicode-range slices (a CJK family) is loaded slice by slice as stories need them.
+  const ahead = async () => {
+    const preview = window.__STORYBOOK_PREVIEW__;
+    const store = (preview && preview.storyStoreValue) || window.__STORYBOOK_STORY_STORE__;
+    const index = store && store.storyIndex && store.storyIndex.entries;
+    if (index && typeof store.loadCSFFileByStoryId === 'function') {
+      const seen = new Set();
+      for (const entry of Object.values(index)) {
+        if ((entry.type && entry.type !== 'story') || seen.has(entry.importPath)) continue;
+        seen.add(entry.importPath);
+        try {
+          await store.loadCSFFileByStoryId(entry.id);
+        } catch (_) {
+          // Its stories fail with the error when shown.
+        }
+      }
+    }
+    const loads = [];
+    document.fonts.forEach((face) => {
+      if (face.status === 'unloaded' && coversLatin(face.unicodeRange)) {
+        loads.push(face.load().catch(() => null));
+      }
+    });
+    await Promise.all(loads);
+  };
+  // Whether a `unicode-range` ("U+0-10FFFF", "U+0000-00FF, U+0131", "U+4??") takes in 'a'.
+  const coversLatin = (range) => String(range || 'U+0-10FFFF').split(',').some((part) => {
+    const [low, high = low] = part.trim().replace(/^U\+/i, '').split('-');
+    const from = parseInt(low.replace(/\?/g, '0'), 16);
+    const to = parseInt(high.replace(/\?/g, 'F'), 16);
+    return from <= 0x61 && 0x61 <= to;
+  });
+
   const agent = {
     errors,
 
@@ -282,37 +327,14 @@
       return agent.outcome();
     },
 
-    // Whether every story file of the build is imported into the page, one after another in the
-    // index's order; the import is started at the first call, once the preview is initialised
-    // (`previewReady`). Asked of a page loaded ahead of its stories: a page imports a story's
-    // file when it first shows one of its stories, and that request then costs the story a
-    // quiet window (sanity-ui-sb7: 130-280 ms for a story whose file was loaded, against 30).
-    // One after another, not all at once as Storybook's `cacheAllCSFFiles` does (the plan's
-    // page, through `extract()`): a file that adds styles or registers components as it is
-    // evaluated then leaves the same page whichever shard the child takes and whichever file
-    // arrives first (all at once, shoelace-sb65's icon gallery differed from run to run). A
-    // file that fails to import is left to fail its own stories, as it would when shown (the
-    // browser keeps its error for every import of it).
-    storiesImported() {
-      if (imported !== null) return imported;
-      const preview = window.__STORYBOOK_PREVIEW__;
-      const store = (preview && preview.storyStoreValue) || window.__STORYBOOK_STORY_STORE__;
-      const index = store && store.storyIndex && store.storyIndex.entries;
-      if (!index || typeof store.loadCSFFileByStoryId !== 'function') return true;
-      imported = false;
-      (async () => {
-        const seen = new Set();
-        for (const entry of Object.values(index)) {
-          if ((entry.type && entry.type !== 'story') || seen.has(entry.importPath)) continue;
-          seen.add(entry.importPath);
-          try {
-            await store.loadCSFFileByStoryId(entry.id);
-          } catch (_) {
-            // Its stories fail with the error when shown.
-          }
-        }
-      })().finally(() => { imported = true; });
-      return false;
+    // Whether the page has what its stories would otherwise each load as they come (`ahead`),
+    // loaded; started at the first call, once the preview is initialised (`previewReady`).
+    loadedAhead() {
+      if (loaded === null) {
+        loaded = false;
+        ahead().finally(() => { loaded = true; });
+      }
+      return loaded;
     },
 
     // Whether a page loaded with no story (ahead of the stories to come) can be switched to one:

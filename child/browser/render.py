@@ -285,12 +285,12 @@ class StoryRenderer:
         child was told its build is coming: `ipc.messages.Warm`), so that the first story is
         switched to through the channel as every later one is, rather than costing a page load
         (about a second: measured 1.2-1.3 s for a story on a fresh page, 0.6 on one loaded
-        ahead), and every story file imported (the agent's `storiesImported` says why), as far
-        as `PRELOAD_SECONDS` allow: past them, the files not imported yet are imported as
-        their stories come. The page is a new one, whose clock runs in real time until the
-        first story is shown (`_hold_clock`): nothing waits on looks to move the preview's
-        timers. True when the page is ready; otherwise it is closed, and the first story loads
-        it as usual."""
+        ahead), with every story file imported and its fonts loaded (the agent's `ahead` says
+        why), as far as `PRELOAD_SECONDS` allow: past them, what is not loaded yet is loaded
+        as the stories that need it come. The page is a new one, whose clock runs in real time
+        until the first story is shown (`_hold_clock`): nothing waits on looks to move the
+        preview's timers. True when the page is ready; otherwise it is closed, and the first
+        story loads it as usual."""
         self._close_page()
         started = self._clock()
         deadline = started + PRELOAD_SECONDS
@@ -307,7 +307,7 @@ class StoryRenderer:
             )
             if not self._until(page, "previewReady", deadline):
                 raise PlaywrightTimeout("the preview was not ready in time")
-            imported = self._until(page, "storiesImported", deadline)
+            loaded = self._until(page, "loadedAhead", deadline)
         except PlaywrightError as error:
             log.info("could not load the preview ahead of its stories", error=first_line(error))
             self._close_page()
@@ -322,7 +322,7 @@ class StoryRenderer:
         log.debug(
             "preview loaded ahead of its stories",
             seconds=round(self._clock() - started, 3),
-            stories_imported=imported,
+            loaded_ahead=loaded,
         )
         return True
 

@@ -166,24 +166,25 @@ def test_a_preview_that_is_never_ready_is_not_kept_and_the_first_story_loads_it(
     assert kept._kept is not None and kept._kept.renderer.page is None
 
 
-def test_a_page_loaded_ahead_imported_every_story_file_and_its_stories_request_none(
+def test_a_page_loaded_ahead_has_every_story_file_and_font_and_its_stories_request_none(
     browser: ChildBrowser, stored: Stored
 ) -> None:
-    """A page loaded ahead imports the build's story files one after another before it says it
-    is ready: a story shown on it then waits on no file (and no quiet window after one), from
-    whichever file it comes."""
+    """A page loaded ahead imports the build's story files one after another, and loads the
+    fonts its styles declare, before it says it is ready: a story shown on it then waits on no
+    request (and no quiet window after one), from whichever file it comes and whatever font it
+    sets its text in (the fixture's web font), with the bytes of a page of its own."""
+    shots = [snapshot("example-card--with-text"), snapshot("example-font--web-font")]
+    kept.close()
+    alone = capture.run(capture_payload(stored, shots), lambda _: None)["snapshots"]
     kept.close()
     assert _preloaded(stored, 1)
     page = kept_page()
-    scripts: list[str] = []
-    page.on(
-        "request", lambda request: scripts.append(request.url) if ".js" in request.url else None
-    )
-    shots = [snapshot("example-card--with-text"), snapshot("example-font--web-font")]
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
     results = capture.run(capture_payload(stored, shots), lambda _: None)["snapshots"]
-    assert [r["status"] for r in results] == ["new", "new"], results
+    assert [r["sha256"] for r in results] == [r["sha256"] for r in alone], results
     assert kept_page() is page
-    assert scripts == []
+    assert requests == []
 
 
 def test_a_story_file_that_throws_on_import_fails_its_stories_and_not_the_page_loaded_ahead(
@@ -208,3 +209,27 @@ def test_a_story_file_that_throws_on_import_fails_its_stories_and_not_the_page_l
     assert [r["status"] for r in results] == ["failed", "new"], results
     assert results[0]["error"] == alone[0]["error"]
     assert results[1]["sha256"] == alone[1]["sha256"]
+
+
+def test_a_page_loaded_ahead_leaves_fonts_for_other_scripts_to_their_stories(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """Fonts are loaded ahead for Latin text only: a family cut into unicode-range slices for
+    another script (a CJK font's hundred slices) is left to load slice by slice as stories use
+    them."""
+
+    def cjk_face(folder: Any) -> None:
+        html = (folder / "iframe.html").read_text()
+        face = (
+            "<style>@font-face { font-family: 'Fixture CJK'; unicode-range: U+4E00-9FFF;"
+            " src: url('./fonts/inter-latin-400-normal.woff2') format('woff2'); }</style>"
+        )
+        (folder / "iframe.html").write_text(html.replace("</head>", face + "</head>", 1))
+
+    variant = store_variant(cjk_face)
+    kept.close()
+    assert _preloaded(variant, 5)
+    statuses = kept_page().evaluate(
+        "() => Object.fromEntries([...document.fonts].map((face) => [face.family, face.status]))"
+    )
+    assert (statuses["Fixture Inter"], statuses["Fixture CJK"]) == ("loaded", "unloaded"), statuses
