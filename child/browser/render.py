@@ -330,7 +330,8 @@ class StoryRenderer:
         """Load the build's preview in a new page with no story shown and read its stories as
         a plan does (`child.browser.preview.read_stories`, whose errors it raises), a frame
         begun at each ask; the page is then ready for the build's first story, as after
-        `preload`, with every story file imported. Its clock runs until that story."""
+        `preload`, with every story file imported (by `extract()`) and its fonts loaded (as far
+        as `PRELOAD_SECONDS` allow). Its clock runs until that story."""
         self._close_page()
         browser = self._browser_of()
         self._live = browser
@@ -345,6 +346,11 @@ class StoryRenderer:
             browser, self.site, beat=self._beat_now, page=page,
             look=lambda: frames.advance(devtools),
         )  # fmt: skip
+        self._watchdog.arm(PRELOAD_SECONDS + 1.0, "the preview did not load its fonts")
+        try:
+            self._until(page, "loadedAhead", self._clock() + PRELOAD_SECONDS)
+        finally:
+            self._watchdog.disarm()
         self._shown = NO_STORY
         return stories
 

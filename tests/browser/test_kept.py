@@ -166,18 +166,20 @@ def test_a_preview_that_is_never_ready_is_not_kept_and_the_first_story_loads_it(
     assert kept._kept is not None and kept._kept.renderer.page is None
 
 
+@pytest.mark.parametrize("load", [_preloaded, _planned], ids=["told-it-is-coming", "planned"])
 def test_a_page_loaded_ahead_has_every_story_file_and_font_and_its_stories_request_none(
-    browser: ChildBrowser, stored: Stored
+    browser: ChildBrowser, stored: Stored, load: Callable[[Stored, int], bool]
 ) -> None:
     """A page loaded ahead imports the build's story files one after another, and loads the
     fonts its styles declare, before it says it is ready: a story shown on it then waits on no
     request (and no quiet window after one), from whichever file it comes and whatever font it
-    sets its text in (the fixture's web font), with the bytes of a page of its own."""
+    sets its text in (the fixture's web font), with the bytes of a page of its own. The plan's
+    page has them all too (its files imported all at once by `extract()`)."""
     shots = [snapshot("example-card--with-text"), snapshot("example-font--web-font")]
     kept.close()
     alone = capture.run(capture_payload(stored, shots), lambda _: None)["snapshots"]
     kept.close()
-    assert _preloaded(stored, 1)
+    assert load(stored, 1)
     page = kept_page()
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
