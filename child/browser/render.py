@@ -346,9 +346,14 @@ class StoryRenderer:
             browser, self.site, beat=self._beat_now, page=page,
             look=lambda: frames.advance(devtools),
         )  # fmt: skip
+        # The stories are read: a page that stops answering now costs its keeping, not the plan.
         self._watchdog.arm(PRELOAD_SECONDS + 1.0, "the preview did not load its fonts")
         try:
             self._until(page, "loadedAhead", self._clock() + PRELOAD_SECONDS)
+        except PlaywrightError as error:
+            log.info("could not keep the plan's page", error=first_line(error))
+            self._close_page()
+            return stories
         finally:
             self._watchdog.disarm()
         self._shown = NO_STORY

@@ -235,3 +235,29 @@ def test_a_page_loaded_ahead_leaves_fonts_for_other_scripts_to_their_stories(
         "() => Object.fromEntries([...document.fonts].map((face) => [face.family, face.status]))"
     )
     assert (statuses["Fixture Inter"], statuses["Fixture CJK"]) == ("loaded", "unloaded"), statuses
+
+
+def test_a_plans_page_that_hangs_once_its_stories_are_read_is_not_kept_and_the_plan_stands(
+    browser: ChildBrowser, store_variant: Any
+) -> None:
+    """After `extract()` the plan's page loads its fonts; a page that stops answering then (a
+    story file spins when a font is asked to load) is ended by the watchdog and not kept: the
+    plan has its stories all the same, and the first shard loads a page of its own."""
+
+    def spins_after_fonts(folder: Any) -> None:
+        (chunk,) = (folder / "assets").glob("Card.stories-*.js")
+        spin = (
+            "FontFace.prototype.load = function () {"
+            " const t = performance.now(); while (performance.now() >= t) {} };\n"
+        )
+        chunk.write_text(chunk.read_text() + spin)
+
+    hanging = store_variant(spins_after_fonts)
+    kept.close()
+    planned = plan.run(plan_payload(hanging, build_id=6), lambda _: None)
+    assert planned["error"] is None and planned["snapshots"]
+    assert kept._kept is not None and kept._kept.renderer.page is None
+    payload = capture_payload(hanging, [snapshot("example-button--primary")])
+    payload["build_id"] = 6
+    results = capture.run(payload, lambda _: None)["snapshots"]
+    assert [r["status"] for r in results] == ["new"], results
