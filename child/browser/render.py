@@ -105,6 +105,9 @@ ERROR_SETTLE_SECONDS = 1.0
 
 #: How long a page loaded ahead of its stories (`preload`) may take to be ready for the first.
 PRELOAD_SECONDS = 5.0
+#: How long past a wait's deadline the watchdog lets a page go: the wait ends at its deadline
+#: by itself (`_until`), and the watchdog only ends a page that stopped answering a look.
+LOOK_MARGIN_SECONDS = 1.0
 #: What `_shown` holds for a page whose preview is loaded with no story shown yet.
 NO_STORY = ""
 #: The accessibility addon's automatic checks off in a page loaded for a story, as the agent
@@ -297,9 +300,9 @@ class StoryRenderer:
         browser = self._browser_of()
         self._live = browser
         self._serve_failures.take()
-        # A look's margin past the deadline: the loops below end at it, the watchdog only ends
-        # a page that stopped answering.
-        self._watchdog.arm(PRELOAD_SECONDS + 1.0, "the preview did not load ahead of its stories")
+        self._watchdog.arm(
+            PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, "the preview did not load ahead of its stories"
+        )
         try:
             page = self._ensure_page(browser, viewport, clock_running=True)
             page.goto(
@@ -347,7 +350,9 @@ class StoryRenderer:
             look=lambda: frames.advance(devtools),
         )  # fmt: skip
         # The stories are read: a page that stops answering now costs its keeping, not the plan.
-        self._watchdog.arm(PRELOAD_SECONDS + 1.0, "the preview did not load its fonts")
+        self._watchdog.arm(
+            PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, "the preview did not load its fonts"
+        )
         try:
             self._until(page, "loadedAhead", self._clock() + PRELOAD_SECONDS)
         except PlaywrightError as error:
