@@ -15,6 +15,7 @@ import signal
 import socket
 
 import structlog
+import uvicorn
 
 from ipc.artifacts.location import is_remote
 from ipc.artifacts.store import StoreRefused, StoreUnavailable
@@ -79,19 +80,16 @@ def execute(args: argparse.Namespace) -> int:
         sock.close()
 
 
-class _Stop(Exception):
-    """SIGTERM or SIGINT came while uvicorn was not serving (before it starts, or once it has
-    stopped)."""
-
-
-def _stop_quietly() -> None:
-    """SIGTERM and SIGINT turned into `_Stop` when uvicorn is not the one handling them: it
-    catches them while it serves, and raises them again once it has stopped, under the
-    handlers it found, which by default would kill the process (SIGTERM) or print a
-    `KeyboardInterrupt` traceback (Ctrl-C) after a clean stop."""
+def _stop_quietly(running: uvicorn.Server) -> None:
+    """SIGTERM and SIGINT ask `running` to stop whenever they come, by a flag and never by an
+    exception. uvicorn catches them only while it serves; one that came before (between the
+    `serving` line and its handlers) would otherwise kill the process, or raise
+    `KeyboardInterrupt` wherever the interpreter stood, half through building the event loop
+    included. uvicorn raises the ones it caught again once it has stopped, under these
+    handlers: then they only set the flag again."""
 
     def stop(_number: int, _frame: object) -> None:
-        raise _Stop()
+        running.should_exit = True
 
     for number in (signal.SIGTERM, signal.SIGINT):
         signal.signal(number, stop)
@@ -124,13 +122,12 @@ def _serve(args: argparse.Namespace, sock: socket.socket) -> int:
             advice="serve behind a TLS proxy, or on loopback",
         )
     route_uvicorn_logs()
+    running = server(make_app(Serving(engine, store, token)))
+    _stop_quietly(running)
     print(f"serving http://{where}/ (review {token.api})", flush=True)
     log.info("serving", address=where, review_api=token.api, artifacts=store.location)
     try:
-        _stop_quietly()
-        server(make_app(Serving(engine, store, token))).run(sockets=[sock])
-    except _Stop:
-        pass
+        running.run(sockets=[sock])
     finally:
         engine.dispose()
     log.info("stopped serving", address=where)
