@@ -300,23 +300,22 @@ class StoryRenderer:
         browser = self._browser_of()
         self._live = browser
         self._serve_failures.take()
-        self._watchdog.arm(
-            PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, "the preview did not load ahead of its stories"
-        )
+        why = "the preview did not load ahead of its stories"
         try:
-            page = self._ensure_page(browser, viewport, clock_running=True)
-            page.goto(
-                self.site.url("iframe.html"), wait_until="commit", timeout=PRELOAD_SECONDS * 1000
-            )
-            if not self._until(page, "previewReady", deadline):
-                raise PlaywrightTimeout("the preview was not ready in time")
-            loaded = self._until(page, "loadedAhead", deadline)
+            with self._watchdog.armed(PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, why):
+                page = self._ensure_page(browser, viewport, clock_running=True)
+                page.goto(
+                    self.site.url("iframe.html"),
+                    wait_until="commit",
+                    timeout=PRELOAD_SECONDS * 1000,
+                )
+                if not self._until(page, "previewReady", deadline):
+                    raise PlaywrightTimeout("the preview was not ready in time")
+                loaded = self._until(page, "loadedAhead", deadline)
         except PlaywrightError as error:
             log.info("could not load the preview ahead of its stories", error=first_line(error))
             self._close_page()
             return False
-        finally:
-            self._watchdog.disarm()
         if (problem := self._watchdog.fired or self._serve_failures.take()) is not None:
             log.info("could not load the preview ahead of its stories", error=first_line(problem))
             self._close_page()
@@ -338,11 +337,8 @@ class StoryRenderer:
         self._close_page()
         browser = self._browser_of()
         self._live = browser
-        self._watchdog.arm(PRELOAD_SECONDS, "the browser did not open a page")
-        try:
+        with self._watchdog.armed(PRELOAD_SECONDS, "the browser did not open a page"):
             page = self._ensure_page(browser, viewport, clock_running=True)
-        finally:
-            self._watchdog.disarm()
         devtools = self._devtools
         assert devtools is not None, "a page is open"
         stories = read_stories(
@@ -350,17 +346,14 @@ class StoryRenderer:
             look=lambda: frames.advance(devtools),
         )  # fmt: skip
         # The stories are read: a page that stops answering now costs its keeping, not the plan.
-        self._watchdog.arm(
-            PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, "the preview did not load its fonts"
-        )
+        why = "the preview did not load its fonts"
         try:
-            self._until(page, "loadedAhead", self._clock() + PRELOAD_SECONDS)
+            with self._watchdog.armed(PRELOAD_SECONDS + LOOK_MARGIN_SECONDS, why):
+                self._until(page, "loadedAhead", self._clock() + PRELOAD_SECONDS)
         except PlaywrightError as error:
             log.info("could not keep the plan's page", error=first_line(error))
             self._close_page()
             return stories
-        finally:
-            self._watchdog.disarm()
         self._shown = NO_STORY
         return stories
 
@@ -378,30 +371,28 @@ class StoryRenderer:
         refused = RefusedForks()
         browser = self._browser_of()
         self._live = browser
-        self._watchdog.arm(self._cap, cap_message(self._cap))
-        try:
-            png, settled, shots, boxes = self._take(browser, snapshot, started, baseline_sha256)
-        except StoryFailed as failure:
-            message = self._watchdog.fired or str(failure)
-            broken = failure.page_broken or self._watchdog.fired is not None
-            self._after_failure(browser, story_id, message, broken)
-            # The page's own server failed it, or a page that broke or ran out of time was
-            # kept waiting on the store: not the story. A story that reported its own error
-            # is to blame whatever is still loading (its error page asks for fonts).
-            served = self._serve_failures.take() or (
-                self.site.still_reading(f"{story_id}: {message}") if broken else None
-            )
-            if served is not None:
-                self._close_page()
-                raise served from None
-            refused.blame(f"{story_id}: {message}")
-            capture = Capture(
-                story_id, None, None, None, message, self._clock() - started,
-                phases=dict(self._watch.laps),
-            )  # fmt: skip
-            return capture, not broken
-        finally:
-            self._watchdog.disarm()
+        with self._watchdog.armed(self._cap, cap_message(self._cap)):
+            try:
+                png, settled, shots, boxes = self._take(browser, snapshot, started, baseline_sha256)
+            except StoryFailed as failure:
+                message = self._watchdog.fired or str(failure)
+                broken = failure.page_broken or self._watchdog.fired is not None
+                self._after_failure(browser, story_id, message, broken)
+                # The page's own server failed it, or a page that broke or ran out of time was
+                # kept waiting on the store: not the story. A story that reported its own error
+                # is to blame whatever is still loading (its error page asks for fonts).
+                served = self._serve_failures.take() or (
+                    self.site.still_reading(f"{story_id}: {message}") if broken else None
+                )
+                if served is not None:
+                    self._close_page()
+                    raise served from None
+                refused.blame(f"{story_id}: {message}")
+                capture = Capture(
+                    story_id, None, None, None, message, self._clock() - started,
+                    phases=dict(self._watch.laps),
+                )  # fmt: skip
+                return capture, not broken
         if self._watchdog.fired or self._broken_by_story:
             self._close_page()  # gone (the watchdog fired as the last shot came back), or broken
         if (served := self._serve_failures.take()) is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import TracebackType
 
 import structlog
@@ -89,6 +89,15 @@ class Watchdog:
             self._deadline = None
             self._generation += 1
             self._changed.notify()
+
+    @contextlib.contextmanager
+    def armed(self, seconds: float, reason: str) -> Iterator[None]:
+        """Armed (`arm`) for the block, disarmed however it ends; the block may arm again."""
+        self.arm(seconds, reason)
+        try:
+            yield
+        finally:
+            self.disarm()
 
     def _watch(self) -> None:
         while True:
