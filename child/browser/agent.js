@@ -83,6 +83,53 @@
     },
   };
 
+  // What the page's scripts asked for and do not have yet: each fetch() until it settles and
+  // each read of a response's body until it ends, each XMLHttpRequest from send() to loadend.
+  // The driver's request events say it of most requests, but never of a data: URL (an icon
+  // or a story's data inlined), and they come to the child by another road than the page's
+  // answers, so a request the page made just before an answer may be told after it; the
+  // page's own count cannot be late. `assetsReady` waits for it to be none.
+  let scripted = 0;
+  const counted = (promise) => {
+    scripted += 1;
+    const done = () => { scripted -= 1; };
+    promise.then(done, done);
+    return promise;
+  };
+  const realFetch = window.fetch;
+  if (typeof realFetch === 'function') {
+    window.fetch = function fetch(...args) {
+      return counted(Reflect.apply(realFetch, window, args));
+    };
+  }
+  if (typeof Response === 'function') {
+    for (const name of ['arrayBuffer', 'blob', 'bytes', 'formData', 'json', 'text']) {
+      const read = Response.prototype[name];
+      if (typeof read !== 'function') continue;
+      Response.prototype[name] = function (...args) {
+        return counted(Reflect.apply(read, this, args));
+      };
+    }
+  }
+  if (typeof XMLHttpRequest === 'function') {
+    const send = XMLHttpRequest.prototype.send;
+    XMLHttpRequest.prototype.send = function (...args) {
+      let open = true;
+      const done = () => {
+        if (open) scripted -= 1;
+        open = false;
+      };
+      scripted += 1;
+      this.addEventListener('loadend', done, { once: true });
+      try {
+        return Reflect.apply(send, this, args);
+      } catch (error) {
+        done(); // refused, or a synchronous one that failed: no loadend may come
+        throw error;
+      }
+    };
+  }
+
   // The page's timers are the held clock's (installed after this script); a wait of the
   // child's (`outcomeWithin`) runs on real time, and ends early at Storybook's next word on the
   // story (`wake`).
@@ -359,11 +406,11 @@
       return previewState === 'ready';
     },
 
-    // Whether fonts and images have all loaded (a blocked image counts: it failed at once). A
-    // lazy image is made eager: the shot may cover more than the viewport, where it would
-    // otherwise never load.
+    // Whether fonts and images have all loaded (a blocked image counts: it failed at once), and
+    // what the page's scripts fetched has come (`scripted`). A lazy image is made eager: the
+    // shot may cover more than the viewport, where it would otherwise never load.
     assetsReady() {
-      let ready = !document.fonts || document.fonts.status === 'loaded';
+      let ready = scripted === 0 && (!document.fonts || document.fonts.status === 'loaded');
       for (const root of roots()) {
         for (const image of root.querySelectorAll('img')) {
           if (image.complete) continue;

@@ -198,6 +198,37 @@ def test_the_web_font_is_rendered_not_its_fallback(
     assert fallback["sha256"] != web_font["sha256"]
 
 
+#: The fixture's card hidden until a chain of 3,000 requests for data: URLs has come, by fetch
+#: (and its body read) and by XMLHttpRequest in turn: a story filled in from data inlined in
+#: the build (an icon set's, a fixture's).
+FILLED_IN_LATE = (
+    "render:t=>{const c=e(t);c.style.visibility='hidden';let p=Promise.resolve();"
+    "for(let i=0;i<3000;i++)p=p.then(()=>i%2?fetch('data:text/plain,'+i).then(r=>r.text())"
+    ":new Promise(d=>{const x=new XMLHttpRequest();x.open('GET','data:text/plain,'+i);"
+    "x.onloadend=d;x.send()}));p.then(()=>{c.style.visibility=''});return c}"
+)
+
+
+def test_what_a_story_fetches_from_a_data_url_is_waited_for(
+    captured: Any, store_variant: Callable[[Callable[[Path], None]], Stored]
+) -> None:
+    """The driver reports no request for a data: URL, so no quiet window waits for one; the
+    page's own count of what its scripts fetched does. The card shown once its data came is
+    the card of the unchanged build."""
+
+    def filled_in_late(folder: Path) -> None:
+        (chunk,) = (folder / "assets").glob("Card.stories-*.js")
+        text = chunk.read_text()
+        assert "render:t=>e(t)" in text
+        chunk.write_text(text.replace("render:t=>e(t)", FILLED_IN_LATE, 1))
+
+    late = store_variant(filled_in_late)
+    payload = capture_payload(late, [snapshot("example-card--with-text")])
+    payload["build_id"] = 7
+    (result,) = capture.run(payload, lambda _: None)["snapshots"]
+    assert result["sha256"] == captured[0]["example-card--with-text"]["sha256"], result
+
+
 def test_a_second_browser_gives_byte_identical_pngs_in_any_order(
     captured: Any, stored: Stored, shots: list[StorySnapshot]
 ) -> None:
