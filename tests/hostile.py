@@ -28,6 +28,21 @@ BREAKS_THE_PAGE = "hostile-page--removes-the-root"
 PLAIN = "hostile-page--plain"
 LEAVES_A_GLOBAL = "hostile-page--leaves-a-global-behind"
 FAILS_AFTER_IT = "hostile-page--fails-on-a-page-left-changed"
+#: The hostile stories that fail by design, each with the end of its error: workers that
+#: throw, never activate, spin, answer without end, or come by the thousand.
+FAILS_BY_DESIGN = {
+    "hostile-workers--registers-a-worker-that-throws": "ServiceWorker script evaluation failed",
+    "hostile-workers--registers-a-worker-that-never-activates": (
+        "waiting on a service worker that never activated (./worker-never.js)"
+    ),
+    "hostile-workers--registers-a-worker-that-spins": (
+        "waiting on a service worker that never activated (./worker-loops.js)"
+    ),
+    "hostile-workers--reads-an-endless-answer": "waiting on api/stream still loading",
+    "hostile-workers--registers-a-thousand-workers": (
+        "the story registered more than 8 service workers"
+    ),
+}
 #: What the download story would leave on disk, at the least.
 DOWNLOAD_BYTES = 64 * 1024 * 1024
 

@@ -51,6 +51,48 @@
   const initialId = new URLSearchParams(location.search).get('id');
   let story = fresh(initialId);
 
+  // `Date` starts every story at the same instant, the capture's (`__storyshelfEpoch`, ms since
+  // the epoch, set by the child for a page whose clock it holds), when the story starts
+  // rendering, as Math.random's seed does: from there it moves with the held clock, so a
+  // tween timed by `Date.now()` ends as one timed by `performance.now`, and a story shows the
+  // same date whether it opened the page or was switched to, whatever was shown before it.
+  const restartDate = () => {
+    const epoch = window.__storyshelfEpoch;
+    if (typeof epoch !== 'number') return;
+    for (const view of views()) {
+      if (view.__pwClock) view.__pwClock.controller.setSystemTime(epoch);
+    }
+  };
+
+  // What an earlier story left on the page outside the story's root: an element on <body>
+  // that was there when this story was asked for and is still there at its shot, and that the
+  // preview did not have before its first story (a toast of antd's static `message`, whose
+  // container outlives the story that showed it, and its dismissal on a timer of that story).
+  // Such a story would look otherwise on a page of its own: the child takes it again on one.
+  let previewChildren = null;
+  let leftBehind = [];
+  const strays = () => {
+    const body = document.body;
+    if (!body) return [];
+    if (previewChildren === null) previewChildren = new Set(body.children);
+    return [...body.children].filter((element) => !previewChildren.has(element));
+  };
+  // Whether an element or one inside it is drawn where a shot can see it: a box of some size
+  // on the page, visible (recharts' measuring span, 20,000 px above the page, is not).
+  const drawn = (element) => {
+    const [width, height] = agent.pageSize();
+    const seen = (node) => {
+      const box = node.getBoundingClientRect();
+      const left = box.left + window.scrollX;
+      const top = box.top + window.scrollY;
+      if (!(box.width > 0 && box.height > 0)) return false;
+      if (left >= width || top >= height || left + box.width <= 0 || top + box.height <= 0) return false;
+      const style = getComputedStyle(node);
+      return style.visibility !== 'hidden' && style.opacity !== '0';
+    };
+    return seen(element) || [...element.querySelectorAll('*')].some(seen);
+  };
+
   const fail = (message) => {
     if (story.error === null) story.error = message;
   };
@@ -59,7 +101,11 @@
   const ofThisStory = (id) => id === undefined || id === null || id === story.storyId;
   const handlers = {
     storyRenderPhaseChanged: (change) => {
-      if (change && change.newPhase === 'loading' && ofThisStory(change.storyId)) seed = SEED;
+      if (change && change.newPhase === 'loading' && ofThisStory(change.storyId)) {
+        strays();  // the preview's own children, known before its first story adds any
+        seed = SEED;
+        restartDate();
+      }
     },
     storyRendered: (id) => { if (ofThisStory(id)) story.rendered = true; },
     storyFinished: (result) => {
@@ -89,10 +135,19 @@
   // or a story's data inlined), and they come to the child by another road than the page's
   // answers, so a request the page made just before an answer may be told after it; the
   // page's own count cannot be late. `assetsReady` waits for it to be none.
-  let scripted = 0;
+  // Each with when it began, in real time (`performance.now` as the page had it before the
+  // held clock replaced it).
+  const realNow = performance.now.bind(performance);
+  const scripted = new Map();
+  let tokens = 0;
+  const begin = () => {
+    tokens += 1;
+    scripted.set(tokens, realNow());
+    return tokens;
+  };
   const counted = (promise) => {
-    scripted += 1;
-    const done = () => { scripted -= 1; };
+    const token = begin();
+    const done = () => { scripted.delete(token); };
     promise.then(done, done);
     return promise;
   };
@@ -114,12 +169,8 @@
   if (typeof XMLHttpRequest === 'function') {
     const send = XMLHttpRequest.prototype.send;
     XMLHttpRequest.prototype.send = function (...args) {
-      let open = true;
-      const done = () => {
-        if (open) scripted -= 1;
-        open = false;
-      };
-      scripted += 1;
+      const token = begin();
+      const done = () => { scripted.delete(token); };
       this.addEventListener('loadend', done, { once: true });
       try {
         return Reflect.apply(send, this, args);
@@ -129,6 +180,66 @@
       }
     };
   }
+
+  // The build's service workers (MSW's, most often): a page may have `MAX_WORKERS` of them,
+  // one a scope; a story that registers more fails, and the registration past the limit is
+  // refused before the browser fetches its script (a story that registered a thousand held
+  // the browser's memory until the build ended). Registrations are kept, to say what a story
+  // that never finished was waiting on (`waitingOn`).
+  const MAX_WORKERS = 8;
+  const registrations = new Map();
+  const container = window.ServiceWorkerContainer && window.ServiceWorkerContainer.prototype;
+  if (container && typeof container.register === 'function') {
+    const register = container.register;
+    container.register = function (script, options) {
+      const scope = String((options && options.scope) || '.');
+      const key = new URL(scope, new URL(String(script), location.href)).href;
+      if (!registrations.has(key) && registrations.size >= MAX_WORKERS) {
+        const message = `the story registered more than ${MAX_WORKERS} service workers`;
+        fail(message);
+        return Promise.reject(new Error(message));
+      }
+      const registering = Reflect.apply(register, this, [script, options]);
+      registrations.set(key, { script: String(script), registration: null });
+      registering.then((registration) => {
+        registrations.set(key, { script: String(script), registration });
+      }, () => registrations.delete(key));
+      return registering;
+    };
+  }
+
+  // Whether a story stored anything a page keeps past it beyond localStorage and
+  // sessionStorage (which `show` empties itself): a cookie, IndexedDB, Cache Storage. The
+  // child then empties the origin's storage before the next story (`show` answers 'stored').
+  let stored = false;
+  const noting = (holder, name) => {
+    const method = holder && holder[name];
+    if (typeof method !== 'function') return;
+    holder[name] = function (...args) {
+      stored = true;
+      return Reflect.apply(method, this, args);
+    };
+  };
+  if (window.IDBFactory) noting(IDBFactory.prototype, 'open');
+  if (window.CacheStorage) noting(CacheStorage.prototype, 'open');
+  const cookie = Object.getOwnPropertyDescriptor(Document.prototype, 'cookie');
+  if (cookie && cookie.set) {
+    Object.defineProperty(Document.prototype, 'cookie', {
+      configurable: true,
+      enumerable: cookie.enumerable,
+      get() { return cookie.get.call(this); },
+      set(value) { stored = true; cookie.set.call(this, value); },
+    });
+  }
+  const forget = () => {
+    for (const storage of [window.localStorage, window.sessionStorage]) {
+      try {
+        if (storage && storage.length) storage.clear();
+      } catch (_) {
+        // Storage the page may not use.
+      }
+    }
+  };
 
   // The page's timers are the held clock's (installed after this script); a wait of the
   // child's (`outcomeWithin`) runs on real time, and ends early at Storybook's next word on the
@@ -337,11 +448,79 @@
       return { answer: await agent[method](...args), threw };
     },
 
+    // Run the clock on while the page has a timer due within `horizon` ms of the last one
+    // that fired, up to `limit` ms in all: as far as the story's motion goes (a tween's
+    // frames, a transition's end, a handler's delay), and not on to a timer set for later, a
+    // toast's dismissal among them (antd's message waits 3 s, a snackbar 4 to 6): transient
+    // UI a story shows stays in its shot. A loop that never ends runs to `limit`. Answers the
+    // ms it ran and the first error a timer threw, as `run` says it.
+    async settle(limit, horizon) {
+      let ran = 0;
+      let threw = null;
+      while (ran < limit) {
+        const due = agent.nextDue();
+        if (due === null || due > horizon) break;
+        const step = Math.min(Math.max(due, 1), limit - ran);
+        const error = await agent.run(step);
+        threw = threw || error;
+        ran += step;
+      }
+      return { ran, threw };
+    },
+
+    // How many ms from now the page's first timer (an animation frame among them) is due, in
+    // any frame; null with none. Read from the fake clock's own timers: a clock that keeps
+    // them elsewhere says 0, and `settle` then runs to its limit, as a fixed run did.
+    nextDue() {
+      let first = null;
+      for (const controller of clocks()) {
+        const timers = controller._timers;
+        const now = controller._now && controller._now.ticks;
+        if (!(timers instanceof Map) || typeof now !== 'number') return 0;
+        for (const timer of timers.values()) {
+          const due = timer.callAt - now;
+          if (first === null || due < first) first = due;
+        }
+      }
+      return first;
+    },
+
+    // `settle`, then whether fonts and images are ready (`assetsReady`): one round trip.
+    async settled(limit, horizon, heldOpen) {
+      const { ran, threw } = await agent.settle(limit, horizon);
+      return { ran, threw, ready: agent.assetsReady(heldOpen) };
+    },
+
+    // Whether a timer is due within `horizon` ms (`settle` has more to run).
+    dueWithin(horizon) {
+      const due = agent.nextDue();
+      return due !== null && due <= horizon;
+    },
+
+    // What a story that did not finish may be waiting on: the service workers registered on
+    // the page that have not activated, by script.
+    waitingOn() {
+      const pending = [];
+      for (const { script, registration } of registrations.values()) {
+        if (!registration || !registration.active) pending.push(script);
+      }
+      return pending;
+    },
+
     // Show `storyId`: switched to through the channel, or rendered again (same story), under
     // the preview's own globals with `globals` (a Chromatic mode's) over them.
-    show(storyId, remount, globals) {
+    // What the story before it stored is gone (localStorage and sessionStorage emptied here;
+    // 'stored' when it also kept a cookie, IndexedDB or Cache Storage, which the child empties
+    // before it asks again with `cleared`): a story sees the same storage whatever was shown
+    // before it. `Date` starts again (`restartDate`), for a Storybook that says no phases.
+    show(storyId, remount, globals, cleared) {
       hook(window.__STORYBOOK_ADDONS_CHANNEL__);
       if (!hooked) return 'Storybook has no channel in this page';
+      if (stored && !cleared) return 'stored';
+      stored = false;
+      forget();
+      leftBehind = strays();
+      restartDate();
       const applied = applyGlobals(globals || {});
       if (applied && applied !== 'updated') return applied;
       story = fresh(storyId);
@@ -407,10 +586,16 @@
     },
 
     // Whether fonts and images have all loaded (a blocked image counts: it failed at once), and
-    // what the page's scripts fetched has come (`scripted`). A lazy image is made eager: the
-    // shot may cover more than the viewport, where it would otherwise never load.
-    assetsReady() {
-      let ready = scripted === 0 && (!document.fonts || document.fonts.status === 'loaded');
+    // what the page's scripts fetched has come (`scripted`), but for what has waited
+    // `heldOpen` ms of real time or more: a page run by a service worker (MSW's) may hold a
+    // fetch open for good on purpose (a loading story's `delay('infinite')`). A lazy image is
+    // made eager: the shot may cover more than the viewport, where it would otherwise never
+    // load.
+    assetsReady(heldOpen = null) {
+      const since = typeof heldOpen === 'number' ? realNow() - heldOpen : -Infinity;
+      let waiting = false;
+      for (const began of scripted.values()) waiting = waiting || began > since;
+      let ready = !waiting && (!document.fonts || document.fonts.status === 'loaded');
       for (const root of roots()) {
         for (const image of root.querySelectorAll('img')) {
           if (image.complete) continue;
@@ -512,6 +697,7 @@
     prepare(atEnd, svgSeconds, selectors, limit) {
       agent.freeze(atEnd, svgSeconds);
       return {
+        leftover: leftBehind.some((element) => element.isConnected && drawn(element)),
         root: agent.rootBox(),
         scroll: [Math.floor(window.scrollX), Math.floor(window.scrollY)],
         page: agent.pageSize(),

@@ -3,9 +3,16 @@
 Each job gets its own browser context (a clean cache, storage and permissions per build) with one
 page. What would let a story's pixels differ between runs or hosts is fixed here: the viewport
 and device scale factor, reduced motion, a light colour scheme, the locale and time zone, a
-seeded `Math.random` (the agent), no service worker, no download, and the clock: `Date` always gives
-`FROZEN_TIME`. Every request that leaves the build's server is aborted
-(`child.browser.site.RequestGuard`).
+seeded `Math.random` (the agent), no download, and the clock: `Date` starts at `FROZEN_TIME`.
+Every request that leaves the build's server is aborted (`child.browser.site.RequestGuard`).
+
+The build's service workers run, as in a browser: most teams feed their stories data through
+MSW's worker (msw-storybook-addon's loader waits for it, and a page that blocks workers fails
+every story). A worker is the build's own: its script must be a file the build's server
+serves (a registration is same-origin, and the server answers nothing else), it lives in the
+job's context, which no other build shares and which ends with the build's pages, and what it
+fetches itself goes through the context's proxy, the build's server, which refuses whatever is
+not the build's (`RequestGuard.proxy`), as the network namespace does below it.
 
 A page that captures stories also holds time (`hold_time`): Playwright's fake clock replaces
 `setTimeout`, `setInterval`, `requestAnimationFrame`, `requestIdleCallback` and `performance.now`,
@@ -73,7 +80,7 @@ def open_page(
         forced_colors="none",
         locale="en-US",
         timezone_id="UTC",
-        service_workers="block",
+        service_workers="allow",
         # A download is refused, not written to the host's disk (Playwright keeps one until
         # the context closes: a story's blob of hundreds of MiB, and for good if the child is
         # killed).
@@ -83,6 +90,9 @@ def open_page(
     try:
         context.add_init_script(path=AGENT)
         if hold_time:
+            # The instant each story's `Date` starts at (the agent's `restartDate`).
+            epoch_ms = int(FROZEN_TIME.timestamp() * 1000)
+            context.add_init_script(script=f"window.__storyshelfEpoch = {epoch_ms};")
             context.clock.install(time=FROZEN_TIME)
         if hold_time and not clock_running:
             hold(context)
@@ -99,11 +109,12 @@ def open_page(
 
 
 def hold(context: BrowserContext) -> None:
-    """Pause the context's running clock where it is: `Date` stays at `FROZEN_TIME`, and the
-    timers move only as the renderer runs them. In this order: a pause sets the clock's time
-    anew and forgets a fixed one."""
+    """Pause the context's running clock at `FROZEN_TIME`: the timers, and `Date` with them,
+    move only as the renderer runs them (a chart timed by `Date.now()` tweens as one timed by
+    `performance.now` does), and each story's `Date` starts at `FROZEN_TIME` again (the agent's
+    `show`), so the same story sees the same dates whatever was shown before it."""
     context.clock.pause_at(FROZEN_TIME)
-    context.clock.set_fixed_time(FROZEN_TIME)
+    context.clock.set_system_time(FROZEN_TIME)  # a page whose clock ran had it fixed
 
 
 def _frame_controlled_page(browser: ChildBrowser, context: BrowserContext, size: Viewport) -> Page:

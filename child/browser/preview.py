@@ -151,7 +151,7 @@ def read_stories(
         context = None
         if page is None:
             context, page = open_page(browser, RequestGuard(site.origin))
-        served = ServeFailures(site.origin)
+        served = ServeFailures(site)
         served.watch(page)
         try:
             stories = _read(page, site.url("iframe.html"), timeout, beat, look)

@@ -12,10 +12,13 @@ story then goes through:
    `playFunctionThrewException`, `unhandledErrorsWhilePlaying`, `storyMissing`) fails the
    snapshot with the story's message. The page's clock is held (`child.browser.hold`) and runs
    forward at each look meanwhile while no request is in flight, a frame first, then further.
-2. The story's own delay and its animations, in the page's time: the clock runs forward by the
-   delay, then to the end of the story's motion (or one frame, for a story paused at its start).
+2. The story's own delay and its motion, in the page's time: the clock runs forward by the
+   delay, then on while a timer is due soon (`child.browser.hold.SETTLE_HORIZON_MS`: a tween's
+   frames, a transition's end, a mock's delayed answer) and no further, so that a toast's
+   dismissal set seconds ahead never comes (or one frame, for a story paused at its start).
 3. Fonts loaded, every image complete (a blocked one fails at once), and a quiet network: no
-   request in flight for `QUIET_SECONDS`.
+   request in flight for `QUIET_SECONDS`; then step 2 again while what came in set timers due
+   soon (a data library tells its views on a timer of 0 ms once the data came).
 4. Steps 1 to 3 together within `RENDER_CAP_SECONDS` (Chromatic's cap), else the snapshot fails
    with "did not finish rendering in 15 s" and the page is closed (a page that hangs its main
    thread is ended with it); the next story gets a new page.
@@ -59,7 +62,13 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from child.browser import frames
 from child.browser.errors import first_line
 from child.browser.frames import Box
-from child.browser.hold import FIRST_FRAME_MS, FRAME_MS, RUN_TO_END_MS, run_then
+from child.browser.hold import (
+    FIRST_FRAME_MS,
+    FRAME_MS,
+    RUN_TO_END_MS,
+    SETTLE_HORIZON_MS,
+    run_then,
+)
 from child.browser.launch import ChildBrowser, child_browser
 from child.browser.pages import hold, open_page
 from child.browser.preview import PreviewStories, read_stories
@@ -83,6 +92,11 @@ log = structlog.get_logger(__name__)
 
 #: How long the network must stay without a request in flight to count as quiet.
 QUIET_SECONDS = 0.1
+#: How long a request a service worker answers may stay in flight and still hold the shots
+#: back: a worker may keep one open for good on purpose (a loading story's msw
+#: `delay('infinite')`), and one that answers late in real time (msw 1's `ctx.delay`, timed in
+#: the worker, not by the page's clock) must still be waited for.
+HELD_OPEN_SECONDS = 3.0
 #: How long the shots of one story may take.
 SHOTS_SECONDS = 10.0
 #: The most the page's clock runs at one look at a story still rendering (`_await_outcome`).
@@ -98,7 +112,7 @@ MAX_STEP_MS = 256
 ANIMATION_RATE = 100.0
 #: The agent's answers that look at a story (or a preview) still on its way, each after a frame
 #: begun for it (`_agent`).
-LOOKS = frozenset({"previewReady", "outcome", "outcomeWithin", "assetsReady"})
+LOOKS = frozenset({"previewReady", "outcome", "outcomeWithin", "assetsReady", "settled"})
 #: How long a story that reported an error may take to finish: Storybook tears its render down
 #: after it, and the next story must not start before.
 ERROR_SETTLE_SECONDS = 1.0
@@ -114,6 +128,10 @@ NO_STORY = ""
 #: turns them off in a page it switches (`agent.js`, `withoutAutomaticChecks`, which says why);
 #: a preview without the addon's global leaves the parameter alone.
 NO_AUTOMATIC_CHECKS = "globals=a11y.manual:!true"
+#: What a story may leave in its origin's storage that the page does not empty itself (the
+#: agent's `show` empties localStorage and sessionStorage): emptied before the next story.
+#: Not the service workers: the build's registration stays, for the next story's speed.
+STORED = "cookies,indexeddb,cache_storage,file_systems,websql,shared_storage,storage_buckets"
 
 #: How a story is brought into the page: switched to through Storybook's channel, or by
 #: loading the page again (what a Storybook without a reachable channel gets).
@@ -223,7 +241,7 @@ class StoryRenderer:
         self._beat = beat
         self._beaten_at = 0.0
         #: Requests of the page that the child's server failed, since the story began.
-        self._serve_failures = ServeFailures(site.origin)
+        self._serve_failures = ServeFailures(site)
         self.guard = RequestGuard(site.origin)
         self._browser_of = browser
         self._switch = switch
@@ -242,8 +260,12 @@ class StoryRenderer:
         self._crashed = False
         #: The story just shown removed what Storybook renders into (`agent.js`'s `whole`).
         self._broken_by_story = False
-        self._in_flight = 0
+        #: The requests of the page in flight, by the page's own events, with when each began.
+        self._in_flight: dict[Request, float] = {}
         self._last_activity = 0.0
+        #: The page's context runs a service worker of the build: what is in flight may be
+        #: waiting on the page's own timers (a mock's `delay()`), so the clock runs anyway.
+        self._workers = False
         self._live: ChildBrowser | None = None
         self._watchdog = Watchdog(self._rescue, clock, beat, self._last_resort)
         #: The page's clock runs in real time (a preview loaded with no story), until the first
@@ -371,7 +393,9 @@ class StoryRenderer:
         refused = RefusedForks()
         browser = self._browser_of()
         self._live = browser
-        with self._watchdog.armed(self._cap, cap_message(self._cap)):
+        # Past the cap by a margin: the render's own wait ends at the cap and says what the story
+        # was waiting on (`_why_not_finished`); the watchdog ends a page that stopped answering.
+        with self._watchdog.armed(self._cap + LOOK_MARGIN_SECONDS, cap_message(self._cap)):
             try:
                 png, settled, shots, boxes = self._take(browser, snapshot, started, baseline_sha256)
             except StoryFailed as failure:
@@ -425,20 +449,9 @@ class StoryRenderer:
             lap("show")
             elapsed = self._await_outcome(page, render_deadline)
             lap("render")
-            delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
-            motion = RUN_TO_END_MS if snapshot["pause_animation_at_end"] else FIRST_FRAME_MS
-            # Counted from when the story was shown, not from when it finished: a loop that
-            # never ends is then held at the same moment however long Storybook took. The first
-            # look at its fonts and images comes back with the run (and is counted in it).
-            ready = self._agent("assetsReady", run_ms=delay + max(motion - elapsed, 0))
-            lap("motion")
-            if not ready:  # mostly ready at once
-                self._poll(page, "() => window.__storyshelf.assetsReady()", render_deadline)
-            lap("assets")
-            self._wait_for_quiet(page, render_deadline)
-            lap("quiet")
+            self._settle(page, snapshot, elapsed, render_deadline)
         except PlaywrightTimeout:
-            raise StoryFailed(cap_message(self._cap), page_broken=True) from None
+            raise StoryFailed(self._why_not_finished(), page_broken=True) from None
         except PlaywrightError as error:
             raise self._broken(browser, error) from None
         if self._watchdog.fired is None:
@@ -449,6 +462,78 @@ class StoryRenderer:
             return png, settled, shots, boxes
         except PlaywrightError as error:
             raise self._broken(browser, error) from None
+
+    def _settle(self, page: Page, snapshot: StorySnapshot, elapsed: int, deadline: float) -> None:
+        """The story's delay, then its motion run to its end (`settled`), fonts and images
+        loaded and the network quiet; then the motion again while what came meanwhile set
+        timers due soon, within what is left of `RUN_TO_END_MS` since the story was shown
+        (counted from then, not from when it finished: a loop that never ends is held at the
+        same moment however long Storybook took). A story paused at its first frame runs one
+        frame. The first look at its fonts and images comes back with the run."""
+        lap = self._watch.lap
+        delay = min(max(0, snapshot["delay_ms"]), MAX_DELAY_MS)
+        if not snapshot["pause_animation_at_end"]:
+            run_ms = delay + max(FIRST_FRAME_MS - elapsed, 0)
+            ready = self._agent("assetsReady", self._held_open_ms(), run_ms=run_ms)
+            budget = 0
+        else:
+            budget = max(RUN_TO_END_MS - elapsed, 0)
+            ready, ran = self._settled(delay, budget)
+            budget -= ran
+        lap("motion")
+        left = [budget]
+
+        def run() -> bool:
+            ready, ran = self._settled(0, left[0])
+            left[0] -= ran
+            return ready
+
+        while True:
+            while not ready:  # mostly ready at once; a timer due meanwhile is run to
+                if self._clock() >= deadline:
+                    raise PlaywrightTimeout("fonts and images did not load")
+                self._beat_now()
+                page.wait_for_timeout(POLL_MS)
+                ready = run()
+            lap("assets")
+            self._wait_for_quiet(page, deadline, run)
+            lap("quiet")
+            if self._workers:
+                # What a worker answered reaches the page's scripts in real time (its
+                # messages, React's scheduler): a moment for it to set the timers it sets.
+                page.wait_for_timeout(POLL_MS)
+            if left[0] <= 0 or not self._agent("dueWithin", SETTLE_HORIZON_MS):
+                if not self._workers or not self._loading():
+                    return
+                continue
+            ready = run()
+            left[0] -= 1  # a run that found nothing due still ends the loop
+            lap("motion")
+
+    def _settled(self, run_ms: int, budget: int) -> tuple[bool, int]:
+        """The agent's `settle` within `budget` ms after a run of `run_ms`: whether fonts and
+        images were ready after it, and how far it ran."""
+        held_open = self._held_open_ms()
+        answer = self._agent("settled", budget, SETTLE_HORIZON_MS, held_open, run_ms=run_ms)
+        if answer["threw"] is not None:
+            log.info("a timer of the story threw", error=answer["threw"])
+        return bool(answer["ready"]), int(answer["ran"])
+
+    def _why_not_finished(self) -> str:
+        """The cap's message, with what the story was still waiting on when the page can say:
+        a service worker that never activated, or a request still in flight."""
+        message = cap_message(self._cap)
+        waiting: list[str] = []
+        if self._watchdog.fired is None and self._page is not None and not self._crashed:
+            with contextlib.suppress(PlaywrightError):
+                pending = self._page.evaluate("() => window.__storyshelf.waitingOn()")
+                waiting += [
+                    f"a service worker that never activated ({script})" for script in pending
+                ]
+        if not waiting and self._in_flight:
+            url = min(request.url for request in self._in_flight)
+            waiting.append(f"{url.removeprefix(self.site.origin + '/')} still loading")
+        return f"{message}: waiting on {', '.join(waiting)}" if waiting else message
 
     def _await_outcome(self, page: Page, deadline: float) -> int:
         """Wait for the story to finish rendering, and return how long that took in the page's
@@ -478,13 +563,14 @@ class StoryRenderer:
                 raise PlaywrightTimeout("the story did not finish rendering")
             self._beat_now()
             growing = step < MAX_STEP_MS and errored_at is None
-            if self._in_flight > 0 or not growing:
+            loading = bool(self._in_flight) and not self._workers
+            if loading or not growing:
                 # A wait of `POLL_MS` that ends as Storybook says the story is done.
                 outcome = self._agent("outcomeWithin", POLL_MS)
                 final = outcome is not None and ("error" not in outcome or outcome.get("finished"))
-                if final or self._in_flight > 0:
+                if final or loading:
                     continue
-            run_ms = step if self._in_flight == 0 else 0
+            run_ms = step if not loading else 0
             if run_ms and growing:
                 step = min(2 * step, MAX_STEP_MS)
             outcome = self._agent("outcome", run_ms=run_ms)  # the run and the look: one call
@@ -509,7 +595,9 @@ class StoryRenderer:
             self._animation_rate = 1.0
             self._shown = None
             self._crashed = False
-            self._in_flight = 0
+            self._in_flight = {}
+            self._workers = False
+            self._context.on("serviceworker", self._on_service_worker)
             self._page.on("crash", self._on_crash)
             self._page.on("request", self._on_request_started)
             self._page.on("requestfinished", self._on_request_ended)
@@ -568,26 +656,56 @@ class StoryRenderer:
 
     def _switch_to(self, story_id: str, globals_: dict[str, Any]) -> str:
         """Switch through Storybook's channel; what stopped it, or "" once switched."""
-        problem: str = self._agent("show", story_id, self._shown == story_id, globals_)
+        remount = self._shown == story_id
+        problem: str = self._agent("show", story_id, remount, globals_, False)
+        if problem == "stored":  # a cookie, IndexedDB or Cache Storage of the story before
+            assert self._devtools is not None, "a page is open"
+            self._devtools.send(
+                "Storage.clearDataForOrigin",
+                {"origin": self.site.origin, "storageTypes": STORED},
+            )
+            problem = self._agent("show", story_id, remount, globals_, True)
         if problem:
             log.info("switching stories by loading the page", reason=problem)
         else:
             self._shown = story_id
         return problem
 
-    def _wait_for_quiet(self, page: Page, deadline: float) -> None:
+    def _wait_for_quiet(self, page: Page, deadline: float, run: Callable[[], object]) -> None:
         """Until no request has been in flight for `QUIET_SECONDS`. Once the last one ended,
         the wait is exactly what is left of the window (a request that starts meanwhile is seen
         as it is sent: the driver delivers events while it waits), not a `POLL_MS` step, which
-        overshot by half a step on average."""
+        overshot by half a step on average. On a page run by a service worker, a request
+        holds the shots back as `_loading` says, and `run` runs the page's timers due soon
+        while one waits (a mock's answer may wait on them)."""
         while (left := QUIET_SECONDS - (self._clock() - self._last_activity)) > 0 or (
-            self._in_flight > 0
+            self._loading()
         ):
             if self._clock() > deadline:
                 raise PlaywrightTimeout("the network did not go quiet")
             self._beat_now()
-            wait = POLL_MS if self._in_flight > 0 else max(1, math.ceil(left * 1000))
+            if left <= 0 and self._workers and self._agent("dueWithin", SETTLE_HORIZON_MS):
+                run()  # what is in flight may wait on the page's timers (msw's `delay()`)
+                continue
+            wait = POLL_MS if left <= 0 else max(1, math.ceil(left * 1000))
             page.wait_for_timeout(wait)
+
+    def _held_open_ms(self) -> float | None:
+        """How long a fetch of the page's scripts may wait and still hold the shots back (the
+        agent's `assetsReady`): `HELD_OPEN_SECONDS` on a page run by a service worker, else
+        for good (None: the agent's default)."""
+        return HELD_OPEN_SECONDS * 1000 if self._workers else None
+
+    def _loading(self) -> bool:
+        """Whether a request of the page is in flight that the shots wait for: any, or on a
+        page run by a service worker, one the build's server is answering or that began less
+        than `HELD_OPEN_SECONDS` ago."""
+        if not self._workers:
+            return bool(self._in_flight)
+        young = self._clock() - HELD_OPEN_SECONDS
+        if self.site.serving():
+            return True
+        return any(began > young for began in self._in_flight.values())
 
     def _shot(self, snapshot: StorySnapshot, *, look_still: bool = False) -> _Shot:
         """One shot, after the agent's `prepare` (animations paused, the caret hidden, the
@@ -602,6 +720,9 @@ class StoryRenderer:
             [*DEFAULT_IGNORE_SELECTORS, *snapshot["ignore"]],
             MAX_IGNORE_BOXES,
         )
+        if view["leftover"]:
+            # Not the story's fault: `take` tries it on a fresh page, where it is alone.
+            raise StoryFailed("an earlier story's element is still on the page")
         area, beyond = shot_area(snapshot, view)
         if area is None:
             raise StoryFailed("the story's root is outside the page: nothing to shoot")
@@ -706,21 +827,6 @@ class StoryRenderer:
             page.wait_for_timeout(POLL_MS)
         return True
 
-    def _poll(self, page: Page, predicate: str, deadline: float) -> Any:
-        """The first truthy value of `predicate` in the page, looked at every `POLL_MS`, with a
-        beat every `BEAT_SECONDS` of waiting."""
-        while True:
-            slice_end = min(deadline, self._clock() + BEAT_SECONDS)
-            try:
-                handle = page.wait_for_function(
-                    predicate, polling=POLL_MS, timeout=self._remaining_ms(slice_end)
-                )
-                return handle.json_value()
-            except PlaywrightTimeout:
-                if self._clock() >= deadline:
-                    raise
-                self._beat_now()
-
     def _beat_now(self) -> None:
         if self._clock() - self._beaten_at >= BEAT_SECONDS:
             self._beaten_at = self._clock()
@@ -757,12 +863,15 @@ class StoryRenderer:
             page.close()
 
     def _on_request_started(self, request: Request) -> None:
-        self._in_flight += 1
-        self._last_activity = self._clock()
+        self._in_flight[request] = self._last_activity = self._clock()
 
     def _on_request_ended(self, request: Request) -> None:
-        self._in_flight = max(0, self._in_flight - 1)
+        self._in_flight.pop(request, None)
         self._last_activity = self._clock()
+
+    def _on_service_worker(self, worker: object) -> None:
+        self._workers = True
+        self._serve_failures.workers = True
 
     def _close_page(self) -> None:
         context, self._context, self._page, self._shown = self._context, None, None, None

@@ -94,6 +94,16 @@ class Site:
         self.build = build
         self._handler.build = build
 
+    def serving(self) -> int:
+        """How many requests the server is answering now."""
+        return self._server.serving
+
+    def take_failed(self) -> str | None:
+        """The first file the server could not give since the last call (the store lost it,
+        or did not answer), else None."""
+        failed, self._server.failed = self._server.failed, []
+        return failed[0] if failed else None
+
     def url(self, path: str) -> str:
         """The URL of `path` (with its query) on this server."""
         return f"{self.origin}/{path.lstrip('/')}"
@@ -136,6 +146,22 @@ class _SiteServer(ThreadingHTTPServer):
         self.handler = handler
         #: The file each request thread is reading from the store, by thread id.
         self.reading: dict[int, str] = {}
+        #: The files it could not give, since `Site.take_failed` last asked.
+        self.failed: list[str] = []
+        #: Requests being answered now, by every request thread.
+        self.serving = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Count this request as being answered while the block runs."""
+        with self._lock:
+            self.serving += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.serving -= 1
 
     @contextlib.contextmanager
     def reading_file(self, relative: str) -> Iterator[None]:
@@ -182,14 +208,16 @@ class _Handler(BaseHTTPRequestHandler):
         super().end_headers()
 
     def do_GET(self) -> None:
-        self._answer(body=True)
+        with self.server.answering():
+            self._answer(body=True)
 
     def do_CONNECT(self) -> None:
         """A tunnel asked of the server as a page's proxy (`RequestGuard.proxy`): refused."""
         self._refuse_proxying()
 
     def do_HEAD(self) -> None:
-        self._answer(body=False)
+        with self.server.answering():
+            self._answer(body=False)
 
     def _refuse_proxying(self) -> None:
         log.warning("request blocked", url=self.path, through="the page's proxy")
@@ -219,6 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
             # the story's. A 5xx tells the page's renderer (`child.browser.render`) not to
             # record the capture.
             log.warning("a file of the build cannot be read", path=relative, error=str(error))
+            self.server.failed.append(relative)
             self._empty(HTTPStatus.INTERNAL_SERVER_ERROR)
             return
         with file:
@@ -253,17 +282,28 @@ class ServeFailed(RuntimeError):
 
 class ServeFailures:
     """The first request of a page that the site failed, as the page saw it: listen with
-    `watch(page)`, and `take()` it after a load."""
+    `watch(page)`, and `take()` it after a load.
 
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
+    A service worker of the build (MSW's) answers requests of its own: an error status or a
+    network error it gives is the story's data, not the server's failure. Its answers say
+    they are the worker's; a request it failed does not, so once the page's context runs a
+    worker (`workers`), a failed request is the server's only when the server says it
+    failed it (`Site`'s `failed`)."""
+
+    def __init__(self, site: Site) -> None:
+        self.origin = site.origin
+        self._site = site
+        self.workers = False
         self._first: str | None = None
 
     def watch(self, page: Page) -> None:
+        self.workers = False
         page.on("response", self.response)
         page.on("requestfailed", self.request_failed)
 
     def response(self, response: Response) -> None:
+        if response.from_service_worker:
+            return
         if response.status >= 500 and response.url.startswith(self.origin):
             self._note(f"{response.url.removeprefix(self.origin)}: HTTP {response.status}")
 
@@ -271,12 +311,15 @@ class ServeFailures:
         failure = request.failure or "failed"
         # Requests to elsewhere are the guard's to abort; one the page itself dropped (a
         # navigation, a removed image) is ERR_ABORTED and no fault of the server's.
-        if request.url.startswith(self.origin) and "ERR_ABORTED" not in failure:
-            self._note(f"{request.url.removeprefix(self.origin)}: {failure}")
+        if self.workers or not request.url.startswith(self.origin) or "ERR_ABORTED" in failure:
+            return
+        self._note(f"{request.url.removeprefix(self.origin)}: {failure}")
 
     def take(self) -> ServeFailed | None:
         """The failure seen since the last `take`, as the error to raise; None if none."""
         first, self._first = self._first, None
+        failed = self._site.take_failed()
+        first = first or (f"/{failed}: the store did not give it" if failed else None)
         if first is None:
             return None
         return ServeFailed(f"the child's server failed the page's request for {first}")

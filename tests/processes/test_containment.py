@@ -22,6 +22,7 @@ from tests.hostile import (
     BREAKS_THE_PAGE,
     DOWNLOAD,
     FAILS_AFTER_IT,
+    FAILS_BY_DESIGN,
     LEAVES_A_GLOBAL,
     PLAIN,
     WEB_RTC,
@@ -93,7 +94,10 @@ def test_hostile_stories_reach_nothing_write_nothing_and_break_no_later_story(
     assert captured, build_row(engine, build_id)["error"]
     stories = {WEB_SOCKET, WEB_RTC, DOWNLOAD, BREAKS_THE_PAGE, PLAIN, LEAVES_A_GLOBAL}
     assert {FAILS_AFTER_IT} | stories <= set(captured)
-    assert {name: r["error"] for name, r in captured.items() if r["status"] != "new"} == {}
+    failed = {name: r["error"] for name, r in captured.items() if r["status"] != "new"}
+    assert set(failed) == set(FAILS_BY_DESIGN), failed
+    for name, error in failed.items():
+        assert error.endswith(FAILS_BY_DESIGN[name]) and "\n" not in error, (name, error)
     shared = host.events("network shared")
     assert bool(shared) == (network == "shared")
     if network == "shared":  # the WebSocket, closed by the page's guard

@@ -1,7 +1,7 @@
 """The Storybooks teams really have, through real hosts: Storybooks built with npm on published
 component libraries (`tests/fixtures/realworld/*/`: each folder's README says which versions,
-builder, framework and addons, and how it is rebuilt), Storybook 6.5 to 9, webpack and Vite,
-React, Vue, Svelte, Angular and web components.
+builder, framework and addons, and how it is rebuilt), Storybook 6.5 to 10, webpack and Vite,
+React, Vue, Svelte, Angular and web components, and stories fed by MSW's service worker (1 and 2).
 
 For each: every story that does not opt out by a parameter of its own is captured; a second
 capture of the same build is `unchanged` for every snapshot (charts animated by script

@@ -1,0 +1,67 @@
+"""Motion timed by `Date` ends, and transient UI a play function shows stays in the shot, on a
+real team's Storybook (`tests/fixtures/realworld/msw-sb10/`: chart.js 4, antd 5, msw 2).
+
+chart.js times its tweens with `Date.now()`: with `Date` fixed, a chart was shot at its first
+frame (empty bars, a flat line) on every run. antd's `message` leaves after 3 s and its
+`notification` after 4.5 s: a clock run 10 s past every story took them out of the shot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from child.artifacts.access import for_job
+from child.browser.launch import ChildBrowser
+from child.browser.render import StoryRenderer
+from child.browser.site import Site
+from child.storybook.stored import load
+from ipc.artifacts.folder import FolderStore
+from supervisor.builds.storybooks import store_storybook
+from tests.browser.conftest import Stored, snapshot
+
+MSW_SB10 = Path(__file__).resolve().parents[1] / "fixtures" / "realworld" / "msw-sb10"
+CHARTS = (
+    "charts-chartjs--line-chart",
+    "charts-chartjs--bar-chart",
+    "charts-chartjs--doughnut-chart",
+)
+TOASTS = {
+    "feedback-toasts--message-success": ".ant-message-notice",
+    "feedback-toasts--notification-open": ".ant-notification-notice",
+}
+
+
+@pytest.fixture(scope="module")
+def team(tmp_path_factory: pytest.TempPathFactory) -> Stored:
+    artifacts = tmp_path_factory.mktemp("artifacts")
+    return Stored(
+        artifacts, store_storybook(FolderStore(artifacts), MSW_SB10 / "storybook-static").ref
+    )
+
+
+def test_a_chart_tweened_by_date_is_shot_complete(browser: ChildBrowser, team: Stored) -> None:
+    """Each chart's shot is the one a second later still gives (the tween is over), and not
+    its first frame."""
+    build = load(for_job(str(team.artifacts), lambda: None), team.ref)
+    with Site(build) as site, StoryRenderer(site) as renderer:
+        for story_id in CHARTS:
+            ended = renderer.take(snapshot(story_id))
+            later = renderer.take(snapshot(story_id, delay_ms=1000))
+            start = renderer.take(snapshot(story_id, pause_animation_at_end=False))
+            assert ended.error is None and later.error is None and start.error is None
+            assert ended.sha256 == later.sha256, story_id
+            assert ended.sha256 != start.sha256, story_id
+
+
+def test_a_toast_a_play_function_shows_is_still_shown_when_the_story_is_shot(
+    browser: ChildBrowser, team: Stored
+) -> None:
+    build = load(for_job(str(team.artifacts), lambda: None), team.ref)
+    with Site(build) as site, StoryRenderer(site) as renderer:
+        for story_id, toast in TOASTS.items():
+            shot = renderer.take(snapshot(story_id))
+            assert shot.error is None, shot.error
+            assert renderer.page is not None
+            assert renderer.page.locator(toast).is_visible(), story_id
