@@ -481,11 +481,10 @@ class StoryRenderer:
             ready, ran = self._settled(delay, budget)
             budget -= ran
         lap("motion")
-        left = [budget]
-
         def run() -> bool:
-            ready, ran = self._settled(0, left[0])
-            left[0] -= ran
+            nonlocal budget
+            ready, ran = self._settled(0, budget)
+            budget -= ran
             return ready
 
         while True:
@@ -502,12 +501,12 @@ class StoryRenderer:
                 # What a worker answered reaches the page's scripts in real time (its
                 # messages, React's scheduler): a moment for it to set the timers it sets.
                 page.wait_for_timeout(POLL_MS)
-            if left[0] <= 0 or not self._agent("dueWithin", SETTLE_HORIZON_MS):
+            if budget <= 0 or not self._agent("dueWithin", SETTLE_HORIZON_MS):
                 if not self._workers or not self._loading():
                     return
                 continue
             ready = run()
-            left[0] -= 1  # a run that found nothing due still ends the loop
+            budget -= 1  # a run that found nothing due still ends the loop
             lap("motion")
 
     def _settled(self, run_ms: int, budget: int) -> tuple[bool, int]:
