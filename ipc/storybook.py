@@ -166,6 +166,26 @@ class PlanResult(TypedDict):
 #: `[left, top, width, height]` each (None when it failed).
 STORY_RESULT_FIELDS = ("image", "sha256", "settled", "render_seconds", "ignore_boxes")
 
+#: The error of a snapshot the build stopped before rendering: every story tried before it failed
+#: with one and the same error (`child.storybook.breakdown`), which a story capture's result
+#: names as its `"stopped"` (at most `MAX_STOPPED_LENGTH` characters) and the build's error says
+#: once (`stopped_error`).
+NOT_RENDERED = "not rendered: the build stopped, its stories all failing with one error"
+MAX_STOPPED_LENGTH = 4000
+STOPPED_PREFIX = "every story tried failed with the same error, so the rest were not rendered: "
+
+
+def stopped_error(error: str) -> str:
+    """The error of a build stopped by `error`, the one error its stories failed with."""
+    return STOPPED_PREFIX + error
+
+
+def stopped_by(build_error: str | None) -> str | None:
+    """The one error that stopped a build, from its error (None when it did not stop so)."""
+    if build_error is None or not build_error.startswith(STOPPED_PREFIX):
+        return None
+    return build_error.removeprefix(STOPPED_PREFIX)
+
 
 def configured_chromium() -> str:
     """The browser's path as this process's environment gives it: `STORYSHELF_CHROMIUM`, else

@@ -154,6 +154,8 @@ class Capture:
     ignore_boxes: tuple[tuple[int, int, int, int], ...] = ()
     #: Where its seconds went, by phase (`child.browser.stopwatch`).
     phases: Mapping[Phase, float] = dataclasses.field(default_factory=dict)
+    #: Whether it was shown on a fresh page of its own (no story before it on that page).
+    alone: bool = False
 
 
 class _Shot(NamedTuple):
@@ -277,7 +279,13 @@ class StoryRenderer:
         """The page showing the last story (None before the first, or after a broken one)."""
         return self._page
 
-    def take(self, snapshot: StorySnapshot, baseline_sha256: str | None = None) -> Capture:
+    def take(
+        self,
+        snapshot: StorySnapshot,
+        baseline_sha256: str | None = None,
+        *,
+        retry: Callable[[str], bool] = lambda _error: True,
+    ) -> Capture:
         """Render `snapshot`'s story and screenshot it; a failure is a `Capture` with `error`.
         `baseline_sha256`: its baseline's digest, which a first shot that matches settles.
 
@@ -285,7 +293,8 @@ class StoryRenderer:
         page before it is failed: what a story before it left behind (a removed root, a broken
         channel, a stray global) must not fail it. Only an error the story reported is tried
         again: a page that crashed, hung or ran out of time would only do it again, at a
-        second cap's cost.
+        second cap's cost; and only when `retry` says the error is worth it (the build's other
+        stories fail with it on fresh pages too: `child.storybook.breakdown`).
 
         A browser that cannot be launched raises (`BrowserUnavailable`, `OutOfResources`): the
         job fails or goes back, the story is not to blame. Nor is it for a failure while the
@@ -294,8 +303,8 @@ class StoryRenderer:
         """
         reused = self._shown is not None
         capture, reported = self._attempt(snapshot, baseline_sha256)
-        if capture.error is None or not reused or not reported:
-            return capture
+        if capture.error is None or not reused or not reported or not retry(capture.error):
+            return dataclasses.replace(capture, alone=not reused)
         log.info(
             "story failed on a page other stories had shown; trying it on a fresh page",
             story_id=capture.story_id,
@@ -303,7 +312,7 @@ class StoryRenderer:
         )
         self._close_page()
         retried, _ = self._attempt(snapshot, baseline_sha256)
-        return dataclasses.replace(retried, seconds=capture.seconds + retried.seconds)
+        return dataclasses.replace(retried, seconds=capture.seconds + retried.seconds, alone=True)
 
     def preload(self, viewport: Viewport) -> bool:
         """Load the build's preview with no story shown, before any story is asked for (the
@@ -399,7 +408,9 @@ class StoryRenderer:
             try:
                 png, settled, shots, boxes = self._take(browser, snapshot, started, baseline_sha256)
             except StoryFailed as failure:
-                message = self._watchdog.fired or str(failure)
+                # Without the page's origin, whose port is this page's own: a message is the
+                # same from every page of the build (and from the build's next capture).
+                message = (self._watchdog.fired or str(failure)).replace(self.site.origin, "")
                 broken = failure.page_broken or self._watchdog.fired is not None
                 self._after_failure(browser, story_id, message, broken)
                 # The page's own server failed it, or a page that broke or ran out of time was
@@ -481,6 +492,7 @@ class StoryRenderer:
             ready, ran = self._settled(delay, budget)
             budget -= ran
         lap("motion")
+
         def run() -> bool:
             nonlocal budget
             ready, ran = self._settled(0, budget)

@@ -186,9 +186,13 @@ class _SiteServer(ThreadingHTTPServer):
                 self.shutdown_request(request)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
-        """One line, not the traceback socketserver prints to stderr."""
+        """One line, not the traceback socketserver prints to stderr; none worth a warning
+        when the page went away mid-answer (a page closed after its story, or that failed)."""
         error = sys.exc_info()[1]
-        log.warning("the child's server failed a request", error=str(error) or repr(error))
+        gone = isinstance(error, ConnectionResetError | BrokenPipeError)
+        (log.debug if gone else log.warning)(
+            "the child's server failed a request", error=str(error) or repr(error)
+        )
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -14,6 +14,11 @@ Each result is the screenshot capture's plus `ipc.storybook.STORY_RESULT_FIELDS`
 render time among them, which the host's metrics read). A story that
 failed (an error event, the render cap, a crash) is `failed` with the story's message and no
 image; it never fails the shard. A stored build that cannot be read fails the job.
+
+When the build's stories all fail with one and the same error (`child.storybook.breakdown`),
+the rest of the shard is failed without being rendered (`ipc.storybook.NOT_RENDERED`) and the
+result names that error as `"stopped"`, for the parent to end the build with it said once;
+else `"stopped"` is None.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from child.storybook.stored import load
 from child.worker import resources
 from child.worker.handler import Progress
 from ipc.artifacts.keys import image_key
+from ipc.storybook import MAX_STOPPED_LENGTH, NOT_RENDERED
 
 log = structlog.get_logger(__name__)
 
@@ -65,14 +71,16 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
     # Launched (or found alive) before the first story: it can take seconds.
     browser = child_browser(beat)
     progress({"done": 0, "total": len(shots)})
-    with build_page(payload, build, browser, beat) as renderer:
+    with build_page(payload, build, browser, beat) as kept:
+        breakdown = kept.breakdown
         for done, shot in enumerate(shots, start=1):
-            problem = shot.get("problem")
-            capture = (
-                Capture(shot["story_id"], None, None, None, problem, 0.0)
-                if problem
-                else renderer.take(shot, (shot.get("baseline") or {}).get("sha256"))
-            )
+            problem = shot.get("problem") or (breakdown.stopped and NOT_RENDERED)
+            if problem:
+                capture = Capture(shot["story_id"], None, None, None, problem, 0.0)
+            else:
+                baseline = (shot.get("baseline") or {}).get("sha256")
+                capture = kept.renderer.take(shot, baseline, retry=breakdown.worth_retrying)
+                breakdown.saw(shot["title"], capture.error, alone=capture.alone)
             watch.restart()
             results.append(settle(artifacts, diff_dir, shot, capture, options, watch))
             progress({"done": done, "total": len(shots), "story_id": shot["story_id"]})
@@ -85,7 +93,10 @@ def run(payload: dict[str, Any], progress: Progress) -> dict[str, Any]:
         seconds={phase: round(seconds, 3) for phase, seconds in totals.items()},
     )
     log_reads(payload, artifacts)
-    return {"snapshots": results}
+    stopped = breakdown.stopped
+    if stopped is not None:
+        log.warning("the build's stories all fail with one error", error=stopped)
+    return {"snapshots": results, "stopped": stopped and stopped[:MAX_STOPPED_LENGTH]}
 
 
 def settle(

@@ -9,6 +9,8 @@ another build closes them first (other kinds of job leave them be: a plan opens 
 own); a job that raised (a cancel, a store gone, a browser that cannot be launched)
 closes them rather than hand the next job a page in a state nobody knows. What each job brings
 of its own is swapped in: its beat, and its artifacts, which the build's server reads through.
+The watch over whether the build's stories all fail with one error goes with the page
+(`child.storybook.breakdown`), so that it sees all of the child's stories of the build.
 
 A child told that a build is coming (`ipc.messages.Warm`, while another child plans it) opens
 the build's page ahead of its first capture job (`preload`): the preview loaded, no story shown,
@@ -28,6 +30,7 @@ from child.browser.launch import ChildBrowser, child_browser
 from child.browser.preview import PreviewStories
 from child.browser.render import StoryRenderer
 from child.browser.site import Site
+from child.storybook.breakdown import Breakdown
 from child.storybook.stored import StoredBuild, load
 from ipc.storybook import default_viewport
 
@@ -49,6 +52,7 @@ class KeptPage:
     site: Site
     renderer: StoryRenderer
     beat: JobBeat
+    breakdown: Breakdown
 
     def close(self) -> None:
         try:
@@ -63,9 +67,9 @@ _kept: KeptPage | None = None
 @contextlib.contextmanager
 def build_page(
     payload: dict[str, Any], build: StoredBuild, browser: ChildBrowser, beat: Callable[[], None]
-) -> Iterator[StoryRenderer]:
-    """The renderer of `payload`'s build, kept from the job before when it was of the same
-    build in the same `browser`, else a new one; kept after the block unless it raised."""
+) -> Iterator[KeptPage]:
+    """The page of `payload`'s build, kept from the job before when it was of the same build
+    in the same `browser`, else a new one; kept after the block unless it raised."""
     global _kept
     key = (payload["artifacts"], payload["build_id"], payload["storybook"]["sha256"])
     if _kept is not None and (_kept.key != key or _kept.browser is not browser):
@@ -74,13 +78,13 @@ def build_page(
         holder = JobBeat()
         site = Site(build)
         renderer = StoryRenderer(site, beat=holder, browser=lambda: child_browser(holder))
-        _kept = KeptPage(key, browser, site, renderer, holder)
+        _kept = KeptPage(key, browser, site, renderer, holder, Breakdown())
     else:
         _kept.site.serve(build)
     kept = _kept
     kept.beat.job = beat
     try:
-        yield kept.renderer
+        yield kept
     except BaseException:
         close()
         raise
@@ -94,8 +98,8 @@ def preload(build: dict[str, Any], beat: Callable[[], None]) -> bool:
     for the build's first story."""
     browser = child_browser(beat)
     stored = load(for_job(build["artifacts"], beat), build["storybook"])
-    with build_page(build, stored, browser, beat) as renderer:
-        return renderer.preload(default_viewport())
+    with build_page(build, stored, browser, beat) as kept:
+        return kept.renderer.preload(default_viewport())
 
 
 def read_stories(
@@ -105,8 +109,8 @@ def read_stories(
     the child's first capture job of the build, as `preload` keeps one: the plan's page load is
     its first shard's. Raises as `child.browser.preview.read_stories` does, the page closed."""
     close()
-    with build_page(payload, build, browser, beat) as renderer:
-        return renderer.read_stories(default_viewport())
+    with build_page(payload, build, browser, beat) as kept:
+        return kept.renderer.read_stories(default_viewport())
 
 
 def close() -> None:

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, func, select, update
 
 from ipc.artifacts.keys import image_key
 from ipc.artifacts.store import ArtifactStore
-from ipc.capture import RESULT_FIELDS, SETTING_FIELDS
+from ipc.capture import RESULT_FIELDS
 from ipc.storybook import (
     CROPS,
     FORCED_COLORS,
@@ -34,6 +34,7 @@ from ipc.storybook import (
     MAX_MODE_GLOBALS,
     MAX_PROBLEM_LENGTH,
     MAX_SELECTOR_LENGTH,
+    MAX_STOPPED_LENGTH,
     MEDIA_TYPES,
     REDUCED_MOTIONS,
     STORY_RESULT_FIELDS,
@@ -43,8 +44,9 @@ from ipc.storybook import (
 )
 from supervisor.builds.kinds import Kind, Payload
 from supervisor.builds.projects import load_settings
-from supervisor.builds.reduce import ReduceOutcome, reduce_build
-from supervisor.builds.snapshot_rows import insert_snapshots
+from supervisor.builds.reduce import OPEN_SHARD_STATES, ReduceOutcome, reduce_build
+from supervisor.builds.snapshot_rows import insert_snapshots, snapshot_row
+from supervisor.builds.stop import stop_build
 from supervisor.builds.uploads import snapshot_name_problem
 from supervisor.db.queue import Job
 from supervisor.db.tables import (
@@ -57,8 +59,6 @@ from supervisor.db.tables import (
 log = structlog.get_logger(__name__)
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-#: What a story snapshot's row keeps of its `StorySnapshot`.
-STORY_COLUMNS = ("story_id", "mode", "title", "story")
 #: A story's render time past this is no render time (the cap, its delay and the watchdog's
 #: last resort come to under a minute).
 MAX_RENDER_SECONDS = 3600.0
@@ -286,26 +286,47 @@ def _mark_started(conn: Connection, build_id: int, shard_id: int, *, first: bool
 
 
 def record(conn: Connection, job: Job, result: Any) -> ReduceOutcome:
-    """Write the shard's snapshots, close the shard and, if it was the last, the build.
+    """Write the shard's snapshots, close the shard and, if it was the last, the build; or,
+    when the shard says the build's stories all fail with one error, stop the build.
 
     The caller runs this in the transaction that acknowledged the job under its fence, so a
     host that lost the job never gets here, and the results are written exactly once. The rows
-    go in one bulk statement (`supervisor.builds.snapshot_rows`).
+    go in one bulk statement (`supervisor.builds.snapshot_rows`). A shard closed already (its
+    build stopped while it ran: `supervisor.builds.stop`) keeps the rows the stop wrote.
     """
     build_id, shard_id = job.data["build_id"], job.data["shard_id"]
     results = _checked_results(job, result)
+    stopped = _stopped(job, result)
+    closed = conn.execute(
+        update(capture_shards)
+        .where(capture_shards.c.id == shard_id, capture_shards.c.status.in_(OPEN_SHARD_STATES))
+        .values(status="completed", error=None)
+    ).rowcount
+    if not closed:
+        log.info("results of a closed shard dropped", job_id=job.id, build_id=build_id)
+        return "skipped"
     images = {shot["name"]: shot for shot in job.data["snapshots"]}
     insert_snapshots(
-        conn, [_snapshot_row(build_id, shard_id, images[item["name"]], item) for item in results]
+        conn, [snapshot_row(build_id, shard_id, images[item["name"]], item) for item in results]
     )
-    conn.execute(
-        update(capture_shards)
-        .where(capture_shards.c.id == shard_id)
-        .values(status="completed", error=None)
-    )
-    outcome = reduce_build(conn, build_id)
+    if stopped is not None:
+        outcome = stop_build(conn, build_id, stopped)
+    else:
+        outcome = reduce_build(conn, build_id)
     log.info("capture recorded", job_id=job.id, build_id=build_id, build=outcome)
     return outcome
+
+
+def _stopped(job: Job, result: Mapping[str, Any]) -> str | None:
+    """The one error the shard says the build's stories all fail with, if it says so."""
+    stopped = result.get("stopped")
+    if stopped is None:
+        return None
+    if "storybook" not in job.data or not isinstance(stopped, str):
+        raise ResultError(f"capture job {job.id}: malformed stop")
+    if not 0 < len(stopped) <= MAX_STOPPED_LENGTH:
+        raise ResultError(f"capture job {job.id}: malformed stop")
+    return stopped
 
 
 #: The keys of an uploaded image's result, and of a story's.
@@ -407,34 +428,6 @@ def is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _snapshot_row(
-    build_id: int, shard_id: int, shot: Mapping[str, Any], item: Mapping[str, Any]
-) -> dict[str, Any]:
-    """The row of one snapshot: the upload's image, or the story's capture and settings."""
-    story = "story_id" in shot
-    source = item if story else shot
-    return {
-        "build_id": build_id,
-        "shard_id": shard_id,
-        "name": item["name"],
-        "image_path": source["image"],
-        "image_sha256": source["sha256"],
-        **{key: shot[key] if story else None for key in STORY_COLUMNS},
-        "settled": item["settled"] if story else None,
-        "ignore_boxes": item["ignore_boxes"] if story else None,
-        "width": item["width"],
-        "height": item["height"],
-        "baseline_id": item["baseline_id"],
-        "status": item["status"],
-        **{key: item[key] for key in SETTING_FIELDS},
-        "diff_box": item["diff_box"],
-        "diff_pixels": item["diff_pixels"],
-        "diff_ratio": None if item["diff_ratio"] is None else float(item["diff_ratio"]),
-        "diff_path": item["diff_path"],
-        "error": item["error"],
-    }
-
-
 def on_failed(conn: Connection, job: Job, error: str) -> ReduceOutcome:
     """The job failed for good: fail its shard and end the build if that was its last shard.
 
@@ -466,7 +459,7 @@ def on_cancelled(conn: Connection, job: Job) -> ReduceOutcome:
 def _close_shard(conn: Connection, shard_id: int, status: str, error: str | None) -> None:
     conn.execute(
         update(capture_shards)
-        .where(capture_shards.c.id == shard_id, capture_shards.c.status.in_(("queued", "running")))
+        .where(capture_shards.c.id == shard_id, capture_shards.c.status.in_(OPEN_SHARD_STATES))
         .values(status=status, error=error)
     )
 

@@ -24,6 +24,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
+from ipc.capture import SETTING_FIELDS
 from supervisor.db.tables import snapshots
 
 #: The columns a snapshot's row gives, in the order its values are sent (`id` is the database's).
@@ -32,6 +33,36 @@ COLUMNS: tuple[str, ...] = tuple(column.name for column in snapshots.columns if 
 JSON_NAMES = ("diff_box", "ignore_boxes")
 JSON_COLUMNS = tuple(COLUMNS.index(name) for name in JSON_NAMES)
 _values = itemgetter(*COLUMNS)
+#: What a story snapshot's row keeps of its `StorySnapshot`.
+STORY_COLUMNS = ("story_id", "mode", "title", "story")
+
+
+def snapshot_row(
+    build_id: int, shard_id: int, shot: Mapping[str, Any], item: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The row of one snapshot: the upload's image, or the story's capture and settings."""
+    story = "story_id" in shot
+    source = item if story else shot
+    return {
+        "build_id": build_id,
+        "shard_id": shard_id,
+        "name": item["name"],
+        "image_path": source["image"],
+        "image_sha256": source["sha256"],
+        **{key: shot[key] if story else None for key in STORY_COLUMNS},
+        "settled": item["settled"] if story else None,
+        "ignore_boxes": item["ignore_boxes"] if story else None,
+        "width": item["width"],
+        "height": item["height"],
+        "baseline_id": item["baseline_id"],
+        "status": item["status"],
+        **{key: item[key] for key in SETTING_FIELDS},
+        "diff_box": item["diff_box"],
+        "diff_pixels": item["diff_pixels"],
+        "diff_ratio": None if item["diff_ratio"] is None else float(item["diff_ratio"]),
+        "diff_path": item["diff_path"],
+        "error": item["error"],
+    }
 
 
 def insert_snapshots(conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -5,7 +5,9 @@ order (`LISTED`); the unchanged are one line that counts them, since a build of 
 stories is mostly those and the rows that matter would scroll away. Rows fit the reader's
 window (`supervisor.terminal`): a name too long is cut in its middle with an ellipsis. Under a
 changed snapshot's row is its diff picture, a path that opens from the current folder (or the
-bucket's URL); under a failed one's, its reason, wrapped.
+bucket's URL); under a failed one's, its reason, wrapped, once for a run of rows that share it.
+A build stopped because its stories all fail with one error (`supervisor.builds.stop`) says
+that error once, in its status, and counts the snapshots it did not render.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from ipc.artifacts.store import ArtifactStore
 from ipc.build_view import BuildView, SnapshotView, spoken_duration
+from ipc.storybook import NOT_RENDERED, stopped_by
 from supervisor.terminal import NO_LIMIT, cut, openable, wrap
 
 #: The groups listed a row each, in order: what needs a look first. An unstable snapshot is a
@@ -77,10 +80,14 @@ def format_build(
             f"unstable  {len(view.unstable)} snapshots never settled: their changes {counted}"
         )
     lines = [part for fact in facts for part in wrap(fact, width, rest=HANGING)]
-    listed = changes(view.snapshots)
+    unrendered = sum(1 for snapshot in view.snapshots if snapshot.error == NOT_RENDERED)
+    listed = [snapshot for snapshot in changes(view.snapshots) if snapshot.error != NOT_RENDERED]
     if listed:
-        lines += ["", *_table(listed, store, width, stories=view.source == "storybook")]
-    unchanged = len(view.snapshots) - len(listed)
+        table = _table(listed, store, width, stories=view.source == "storybook", said=view.error)
+        lines += ["", *table]
+    unchanged = len(view.snapshots) - len(listed) - unrendered
+    if unrendered:
+        lines += ["", f"not rendered {unrendered} {_plural(unrendered)}: the build stopped"]
     if unchanged and not changes_only:
         lines += ["", f"unchanged {unchanged} {_plural(unchanged)}, not listed"]
     notes = [f"skipped   {s['story_id']}: {s['reason']}" for s in view.skipped]
@@ -127,10 +134,16 @@ def _plural(count: int) -> str:
 
 
 def _table(
-    rows: Sequence[SnapshotView], store: ArtifactStore, width: int, *, stories: bool
+    rows: Sequence[SnapshotView],
+    store: ArtifactStore,
+    width: int,
+    *,
+    stories: bool,
+    said: str | None,
 ) -> list[str]:
     """The snapshots a row each, a Storybook build's with each story's title and name first;
-    under a row, its diff picture or its reason."""
+    under a row, its diff picture or its reason, which rows in a row that fail alike share
+    ("these 3: ..."); `said`: the build's error, which names a reason it stopped with."""
     header = ("NAME", "STATUS", "PIXELS", "DIFF %", "FROM BUILD")
     cells = [header, *(_cells(snapshot) for snapshot in rows)]
     if stories:
@@ -138,8 +151,15 @@ def _table(
     names = 2 if stories else 1
     widths = _widths(cells, names, width)
     lines = [_row(cells[0], widths, names)]
-    for snapshot, row in zip(rows, cells[1:], strict=True):
-        lines += [_row(row, widths, names), *_detail(snapshot, store, width)]
+    alike = 1
+    for index, (snapshot, row) in enumerate(zip(rows, cells[1:], strict=True)):
+        lines.append(_row(row, widths, names))
+        following = rows[index + 1] if index + 1 < len(rows) else None
+        if snapshot.error and following is not None and following.error == snapshot.error:
+            alike += 1
+            continue
+        lines += _detail(snapshot, store, width, alike=alike, stopped_by=stopped_by(said))
+        alike = 1
     return lines
 
 
@@ -183,10 +203,23 @@ def _cells(snapshot: SnapshotView) -> tuple[str, ...]:
     )
 
 
-def _detail(snapshot: SnapshotView, store: ArtifactStore, width: int) -> list[str]:
-    """The line under a snapshot's row: its reason (wrapped), or its diff picture (whole)."""
+def _detail(
+    snapshot: SnapshotView,
+    store: ArtifactStore,
+    width: int,
+    *,
+    alike: int = 1,
+    stopped_by: str | None = None,
+) -> list[str]:
+    """The line under a snapshot's row: its reason (wrapped; of the `alike` rows it ends, and
+    not said again when it is the one the build stopped with), or its diff picture (whole)."""
     if snapshot.error:
-        return wrap(" ".join(snapshot.error.split()), width, first=DETAIL, rest=DETAIL)
+        reason = " ".join(snapshot.error.split())
+        if snapshot.error == stopped_by:
+            reason = "the error the build stopped with, above"
+        if alike > 1:
+            reason = f"these {alike}: {reason}"
+        return wrap(reason, width, first=DETAIL, rest=DETAIL)
     if snapshot.diff_path:
         return [DETAIL + openable(store.where(snapshot.diff_path))]
     return []

@@ -14,6 +14,7 @@ settling, which `tests/database` runs on both.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import pytest
 from sqlalchemy import Engine
 
 from ipc.artifacts.folder import FolderStore
+from ipc.storybook import NOT_RENDERED, stopped_by
 from tests.chromium import require_chromium
 from tests.hosts import StartHost, build_ended
 from tests.processes.test_storybook_hosts import queue_storybook, results
@@ -88,3 +90,32 @@ def test_a_real_storybook_is_captured_whole_the_same_twice_and_its_edit_found_ex
     changed = results(engine, edited)
     assert {n for n, r in changed.items() if r["status"] != "unchanged"} == set(expected["edited"])
     assert all(changed[name]["status"] == "changed" for name in expected["edited"])
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_storybook_whose_stories_all_fail_with_one_error_stops_with_it_said_once(
+    engine: Engine, start_host: StartHost, tmp_path: Path
+) -> None:
+    """msw-sb10 without its worker's script (`npx msw init` never run into its static files):
+    every story's global loader fails alike. The build ends after a few stories, its error once."""
+    build_folder = tmp_path / "storybook-static"
+    shutil.copytree(REALWORLD / "msw-sb10" / "storybook-static", build_folder)
+    (build_folder / "mockServiceWorker.js").unlink()
+    store = FolderStore(tmp_path / "artifacts")
+    host = start_host(*HOST)
+    build_id = queue_storybook(engine, store, build_folder, "main")
+    build = build_ended(engine, build_id, BUILD_SECONDS)
+    assert host.stop() == 0
+
+    cause = stopped_by(build["error"])
+    assert build["status"] == "failed" and cause is not None, build["error"]
+    # The page's origin is out of the message, so that every page's is the same.
+    assert "Failed to register a Service Worker for scope ('/')" in cause
+    assert "('/mockServiceWorker.js')" in cause and "127.0.0.1" not in cause
+    captured = results(engine, build_id)
+    errors = [row["error"] for row in captured.values()]
+    assert build["failed"] == len(captured) > 30
+    assert set(errors) == {cause, NOT_RENDERED}
+    # A few stories per child tell it (`child.storybook.breakdown`); the rest are not rendered.
+    assert errors.count(cause) <= 2 * 6, errors.count(cause)
