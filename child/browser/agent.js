@@ -71,6 +71,9 @@
   // Such a story would look otherwise on a page of its own: the child takes it again on one.
   let previewChildren = null;
   let leftBehind = [];
+  // The most elements `portalBox` looks at: a portal of a table of thousands of rows is seen
+  // by its first elements (its container and the rows' tops) well before this.
+  const PORTAL_NODES = 5000;
   const strays = () => {
     const body = document.body;
     if (!body) return [];
@@ -699,6 +702,7 @@
       return {
         leftover: leftBehind.some((element) => element.isConnected && drawn(element)),
         root: agent.rootBox(),
+        portals: agent.portalBox(),
         scroll: [Math.floor(window.scrollX), Math.floor(window.scrollY)],
         page: agent.pageSize(),
         ignore: agent.ignoreBoxes(selectors, limit),
@@ -717,6 +721,42 @@
         Math.max(body.scrollHeight, root.scrollHeight, body.offsetHeight, root.offsetHeight,
           body.clientHeight, root.clientHeight),
       ];
+    },
+
+    // The box, in page coordinates and whole pixels, of what this story drew on <body> outside
+    // its root: a modal, a drawer, a notification or a menu rendered into a portal (an element
+    // the preview did not have before its first story and no earlier story left), so that a
+    // shot of the root holds them too; null when there is none. Looks at `PORTAL_NODES`
+    // elements at most.
+    portalBox() {
+      const [width, height] = agent.pageSize();
+      let left = Infinity;
+      let top = Infinity;
+      let right = -Infinity;
+      let bottom = -Infinity;
+      let looked = 0;
+      for (const element of strays()) {
+        if (leftBehind.includes(element)) continue;
+        for (const node of [element, ...element.querySelectorAll('*')]) {
+          if (++looked > PORTAL_NODES) break;
+          const box = node.getBoundingClientRect();
+          if (!(box.width > 0 && box.height > 0)) continue;
+          const x = box.left + window.scrollX;
+          const y = box.top + window.scrollY;
+          if (x >= width || y >= height || x + box.width <= 0 || y + box.height <= 0) continue;
+          const style = getComputedStyle(node);
+          if (style.visibility === 'hidden' || style.opacity === '0') continue;
+          left = Math.min(left, x);
+          top = Math.min(top, y);
+          right = Math.max(right, x + box.width);
+          bottom = Math.max(bottom, y + box.height);
+        }
+      }
+      if (!(right > left && bottom > top)) return null;
+      const [x, y] = [Math.max(0, Math.floor(left)), Math.max(0, Math.floor(top))];
+      return {
+        x, y, width: Math.min(width, Math.ceil(right)) - x, height: Math.min(height, Math.ceil(bottom)) - y,
+      };
     },
 
     // The story root's box in page coordinates, whole pixels around it; null without a root.

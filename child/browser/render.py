@@ -194,8 +194,9 @@ def shots_message(seconds: float = SHOTS_SECONDS) -> str:
 def shot_area(snapshot: StorySnapshot, view: dict[str, Any]) -> tuple[Box | None, bool]:
     """Where `snapshot`'s shot covers, in page coordinates, cut to what can be shot, and whether
     it reaches past the viewport; None when nothing of it is left. From the agent's `prepare`
-    (`view`): the story root's box (the viewport's when it is empty), the viewport where it is
-    scrolled to, or the whole page."""
+    (`view`): the story root's box (the viewport's when it is empty) with what the story drew
+    outside it in portals on `<body>` (a modal, a notification, an open menu: the agent's
+    `portalBox`), the viewport where it is scrolled to, or the whole page."""
     viewport = snapshot["viewport"]
     page_width, page_height = view["page"]
     scroll_x, scroll_y = view["scroll"]
@@ -205,6 +206,11 @@ def shot_area(snapshot: StorySnapshot, view: dict[str, Any]) -> tuple[Box | None
         box = view["root"]
         if box and box["width"] > 0 and box["height"] > 0:
             wanted = (box["x"], box["y"], box["width"], box["height"])
+            if view.get("portals"):
+                portals = view["portals"]
+                wanted = _union(
+                    wanted, (portals["x"], portals["y"], portals["width"], portals["height"])
+                )
             inside = _cut(wanted, shown) == wanted
             return _cut(wanted, shown if inside else (0, 0, page_width, page_height)), not inside
         log.info("story root is empty, shooting the viewport", story_id=snapshot["story_id"])
@@ -213,6 +219,14 @@ def shot_area(snapshot: StorySnapshot, view: dict[str, Any]) -> tuple[Box | None
         beyond = page_width > viewport["width"] or page_height > viewport["height"]
         return _cut(whole, whole), beyond
     return shown, False
+
+
+def _union(one: Box, other: Box) -> Box:
+    """The smallest box holding both."""
+    left, top = min(one[0], other[0]), min(one[1], other[1])
+    right = max(one[0] + one[2], other[0] + other[2])
+    bottom = max(one[1] + one[3], other[1] + other[3])
+    return (left, top, right - left, bottom - top)
 
 
 def _cut(box: Box, within: Box) -> Box | None:

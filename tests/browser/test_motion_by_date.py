@@ -3,18 +3,21 @@ real team's Storybook (`tests/fixtures/realworld/msw-sb10/`: chart.js 4, antd 5,
 
 chart.js times its tweens with `Date.now()`: with `Date` fixed, a chart was shot at its first
 frame (empty bars, a flat line) on every run. antd's `message` leaves after 3 s and its
-`notification` after 4.5 s: a clock run 10 s past every story took them out of the shot.
+`notification` after 4.5 s: a clock run 10 s past every story took them out of the shot. And
+they are drawn in a portal on `<body>`, outside the story's root, which the shot covered alone:
+the notification (118 px tall at the top right) was cut at the root's 64 px.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from child.artifacts.access import for_job
 from child.browser.launch import ChildBrowser
-from child.browser.render import StoryRenderer
+from child.browser.render import StoryRenderer, png_size
 from child.browser.site import Site
 from child.storybook.stored import load
 from ipc.artifacts.folder import FolderStore
@@ -63,5 +66,9 @@ def test_a_toast_a_play_function_shows_is_still_shown_when_the_story_is_shot(
         for story_id, toast in TOASTS.items():
             shot = renderer.take(snapshot(story_id))
             assert shot.error is None, shot.error
-            assert renderer.page is not None
+            assert renderer.page is not None and shot.png is not None
             assert renderer.page.locator(toast).is_visible(), story_id
+            box = renderer.page.locator(toast).bounding_box()
+            assert box is not None
+            # The shot reaches the toast's bottom (and the root's, below the message's).
+            assert png_size(shot.png)[1] >= math.ceil(box["y"] + box["height"]), story_id

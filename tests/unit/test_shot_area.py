@@ -53,3 +53,15 @@ def test_an_empty_root_and_a_viewport_crop_shoot_the_viewport_where_it_is_scroll
 def test_a_page_crop_covers_the_whole_page_and_says_when_it_is_taller_than_the_viewport() -> None:
     assert shot_area(_snapshot("page"), _view(None, page=(800, 2000))) == ((0, 0, 800, 2000), True)
     assert shot_area(_snapshot("page"), _view(None)) == ((0, 0, 800, 600), False)
+
+
+def test_what_the_story_drew_in_portals_is_shot_with_its_root() -> None:
+    root = {"x": 0, "y": 0, "width": 800, "height": 64}
+    notification = {"x": 600, "y": 24, "width": 184, "height": 94}
+    view = {**_view(root), "portals": notification}
+    assert shot_area(_snapshot("root"), view) == ((0, 0, 800, 118), False)
+    # A modal's mask over the whole viewport: the viewport is shot.
+    view["portals"] = {"x": 0, "y": 0, "width": 800, "height": 600}
+    assert shot_area(_snapshot("root"), view) == ((0, 0, 800, 600), False)
+    # The viewport crop and the page's are what they were.
+    assert shot_area(_snapshot("viewport"), view) == ((0, 0, 800, 600), False)
