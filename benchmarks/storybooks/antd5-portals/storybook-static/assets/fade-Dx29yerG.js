@@ -1,0 +1,4 @@
+import{n as e}from"./rolldown-runtime-Dxh6kD9_.js";import{Dt as t,Et as n}from"./iframe-DDbK4UIc.js";import{B as r,V as i}from"./CheckOutlined-TkHBeqYO.js";var a,o,s;function c(){return(c=e((()=>{n(),i(),a=new t(`antFadeIn`,{"0%":{opacity:0},"100%":{opacity:1}}),o=new t(`antFadeOut`,{"0%":{opacity:1},"100%":{opacity:0}}),s=(e,t=!1)=>{let{antCls:n}=e,i=`${n}-fade`,s=t?`&`:``;return[r(i,a,o,e.motionDurationMid,t),{[`
+        ${s}${i}-enter,
+        ${s}${i}-appear
+      `]:{opacity:0,animationTimingFunction:`linear`},[`${s}${i}-leave`]:{animationTimingFunction:`linear`}}]}})))()}export{c as n,s as t};

@@ -1,0 +1,1 @@
+import{a as e,n as t}from"./rolldown-runtime-Dxh6kD9_.js";import{Zn as n}from"./iframe-DDbK4UIc.js";var r,i;function a(){return(a=t((()=>{r=e(n()),i=()=>r.useReducer(e=>e+1,0)})))()}export{i as n,a as t};
