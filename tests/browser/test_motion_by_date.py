@@ -72,3 +72,24 @@ def test_a_toast_a_play_function_shows_is_still_shown_when_the_story_is_shot(
             assert box is not None
             # The shot reaches the toast's bottom (and the root's, below the message's).
             assert png_size(shot.png)[1] >= math.ceil(box["y"] + box["height"]), story_id
+
+
+def test_a_story_after_a_toast_is_shot_alone_on_its_page_loaded_again(
+    browser: ChildBrowser, team: Stored
+) -> None:
+    """The message the story before left on the page fails the next story's first try; it is
+    tried again on the same page loaded again (same context: no fresh context's cold load),
+    and its shot is the one it has alone."""
+    build = load(for_job(str(team.artifacts), lambda: None), team.ref)
+    toast, after = TOASTS
+    with Site(build) as site, StoryRenderer(site) as renderer:
+        alone = renderer.take(snapshot(after))
+    with Site(build) as site, StoryRenderer(site) as renderer:
+        assert renderer.take(snapshot(toast)).error is None
+        assert renderer.page is not None
+        context = renderer.page.context
+        shot = renderer.take(snapshot(after))
+        assert shot.error is None, shot.error
+        assert renderer.page is not None and renderer.page.context is context
+        assert not renderer.page.locator(TOASTS[toast]).is_visible()
+    assert shot.sha256 == alone.sha256
