@@ -80,19 +80,23 @@
     if (previewChildren === null) previewChildren = new Set(body.children);
     return [...body.children].filter((element) => !previewChildren.has(element));
   };
-  // Whether an element or one inside it is drawn where a shot can see it: a box of some size
-  // on the page, visible (recharts' measuring span, 20,000 px above the page, is not).
+  // Where a node is drawn that a shot can see it, [left, top, right, bottom] in page
+  // coordinates, on a page of `width` x `height`: a box of some size on the page, visible
+  // (recharts' measuring span, 20,000 px above the page, is not); null when it is not.
+  const seenBox = (node, width, height) => {
+    const box = node.getBoundingClientRect();
+    const left = box.left + window.scrollX;
+    const top = box.top + window.scrollY;
+    if (!(box.width > 0 && box.height > 0)) return null;
+    if (left >= width || top >= height || left + box.width <= 0 || top + box.height <= 0) return null;
+    const style = getComputedStyle(node);
+    if (style.visibility === 'hidden' || style.opacity === '0') return null;
+    return [left, top, left + box.width, top + box.height];
+  };
+  // Whether an element or one inside it is drawn where a shot can see it.
   const drawn = (element) => {
     const [width, height] = agent.pageSize();
-    const seen = (node) => {
-      const box = node.getBoundingClientRect();
-      const left = box.left + window.scrollX;
-      const top = box.top + window.scrollY;
-      if (!(box.width > 0 && box.height > 0)) return false;
-      if (left >= width || top >= height || left + box.width <= 0 || top + box.height <= 0) return false;
-      const style = getComputedStyle(node);
-      return style.visibility !== 'hidden' && style.opacity !== '0';
-    };
+    const seen = (node) => seenBox(node, width, height) !== null;
     return seen(element) || [...element.querySelectorAll('*')].some(seen);
   };
 
@@ -739,17 +743,12 @@
         if (leftBehind.includes(element)) continue;
         for (const node of [element, ...element.querySelectorAll('*')]) {
           if (++looked > PORTAL_NODES) break;
-          const box = node.getBoundingClientRect();
-          if (!(box.width > 0 && box.height > 0)) continue;
-          const x = box.left + window.scrollX;
-          const y = box.top + window.scrollY;
-          if (x >= width || y >= height || x + box.width <= 0 || y + box.height <= 0) continue;
-          const style = getComputedStyle(node);
-          if (style.visibility === 'hidden' || style.opacity === '0') continue;
-          left = Math.min(left, x);
-          top = Math.min(top, y);
-          right = Math.max(right, x + box.width);
-          bottom = Math.max(bottom, y + box.height);
+          const box = seenBox(node, width, height);
+          if (box === null) continue;
+          left = Math.min(left, box[0]);
+          top = Math.min(top, box[1]);
+          right = Math.max(right, box[2]);
+          bottom = Math.max(bottom, box[3]);
         }
       }
       if (!(right > left && bottom > top)) return null;

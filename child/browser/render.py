@@ -281,9 +281,6 @@ class StoryRenderer:
         #: The requests of the page in flight, by the page's own events, with when each began.
         self._in_flight: dict[Request, float] = {}
         self._last_activity = 0.0
-        #: The page's context runs a service worker of the build: what is in flight may be
-        #: waiting on the page's own timers (a mock's `delay()`), so the clock runs anyway.
-        self._workers = False
         self._live: ChildBrowser | None = None
         self._watchdog = Watchdog(self._rescue, clock, beat, self._last_resort)
         #: The page's clock runs in real time (a preview loaded with no story), until the first
@@ -322,9 +319,10 @@ class StoryRenderer:
         if capture.error is None or not reused or not reported or not retry(capture.error):
             return dataclasses.replace(capture, alone=not reused)
         log.info(
-            "story failed on a page other stories had shown; trying it on a fresh page",
+            "story failed on a page other stories had shown; trying it again alone",
             story_id=capture.story_id,
             error=capture.error,
+            page="loaded again" if self._left_behind else "fresh",
         )
         if self._left_behind:
             self._load_again()
@@ -633,7 +631,6 @@ class StoryRenderer:
             self._shown = None
             self._crashed = False
             self._in_flight = {}
-            self._workers = False
             self._context.on("serviceworker", self._on_service_worker)
             self._page.on("crash", self._on_crash)
             self._page.on("request", self._on_request_started)
@@ -696,11 +693,7 @@ class StoryRenderer:
         remount = self._shown == story_id
         problem: str = self._agent("show", story_id, remount, globals_, False)
         if problem == "stored":  # a cookie, IndexedDB or Cache Storage of the story before
-            assert self._devtools is not None, "a page is open"
-            self._devtools.send(
-                "Storage.clearDataForOrigin",
-                {"origin": self.site.origin, "storageTypes": STORED},
-            )
+            self._empty_storage(STORED)
             problem = self._agent("show", story_id, remount, globals_, True)
         if problem:
             log.info("switching stories by loading the page", reason=problem)
@@ -907,8 +900,14 @@ class StoryRenderer:
         self._in_flight.pop(request, None)
         self._last_activity = self._clock()
 
+    @property
+    def _workers(self) -> bool:
+        """The page's context runs a service worker of the build: what is in flight may be
+        waiting on the page's own timers (a mock's `delay()`), so the clock runs anyway. Kept
+        by `ServeFailures`, which a worker's answers concern too (reset with each new page)."""
+        return self._serve_failures.workers
+
     def _on_service_worker(self, worker: object) -> None:
-        self._workers = True
         self._serve_failures.workers = True
 
     def _load_again(self) -> None:
@@ -921,16 +920,20 @@ class StoryRenderer:
         if self._devtools is None or self._page is None:
             return  # gone meanwhile: the next story opens a new one
         try:
-            self._devtools.send(
-                "Storage.clearDataForOrigin",
-                {"origin": self.site.origin, "storageTypes": f"{STORED},local_storage"},
-            )
+            self._empty_storage(f"{STORED},local_storage")
             self._page.evaluate("() => { try { sessionStorage.clear(); } catch (_) {} }")
         except PlaywrightError as error:
             log.debug("emptying a page loaded again", error=first_line(error))
             self._close_page()
             return
         self._shown = None
+
+    def _empty_storage(self, types: str) -> None:
+        """Empty the page's origin of the storage `types` (the DevTools protocol's names)."""
+        assert self._devtools is not None, "a page is open"
+        self._devtools.send(
+            "Storage.clearDataForOrigin", {"origin": self.site.origin, "storageTypes": types}
+        )
 
     def _close_page(self) -> None:
         context, self._context, self._page, self._shown = self._context, None, None, None

@@ -101,8 +101,7 @@ class Site:
     def take_failed(self) -> str | None:
         """The first file the server could not give since the last call (the store lost it,
         or did not answer), else None."""
-        failed, self._server.failed = self._server.failed, []
-        return failed[0] if failed else None
+        return self._server.take_failed()
 
     def url(self, path: str) -> str:
         """The URL of `path` (with its query) on this server."""
@@ -151,6 +150,16 @@ class _SiteServer(ThreadingHTTPServer):
         #: Requests being answered now, by every request thread.
         self.serving = 0
         self._lock = threading.Lock()
+
+    def note_failed(self, relative: str) -> None:
+        """`relative` could not be given (from a request thread)."""
+        with self._lock:
+            self.failed.append(relative)
+
+    def take_failed(self) -> str | None:
+        with self._lock:
+            failed, self.failed = self.failed, []
+        return failed[0] if failed else None
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
@@ -251,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
             # the story's. A 5xx tells the page's renderer (`child.browser.render`) not to
             # record the capture.
             log.warning("a file of the build cannot be read", path=relative, error=str(error))
-            self.server.failed.append(relative)
+            self.server.note_failed(relative)
             self._empty(HTTPStatus.INTERNAL_SERVER_ERROR)
             return
         with file:
